@@ -1,0 +1,3 @@
+from dpllm.cli import main
+
+main()

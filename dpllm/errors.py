@@ -1,0 +1,178 @@
+"""The dpllm exception tree.
+
+Every error dpllm raises on purpose is a :class:`DPLLMError`. Each class also
+subclasses the builtin a caller would naturally catch, so ``except ValueError``
+keeps working for code that does not know dpllm::
+
+    DPLLMError (Exception)
+    ├── ConfigError (ValueError)                 malformed dpllm.toml / settings
+    ├── InvalidPrivacyParameter (ValueError)     ε ≤ 0, NaN, δ ∉ (0, 1), overflow …
+    ├── BudgetError
+    │   ├── BudgetExceeded (BudgetError, ValueError)   a charge would pass a cap
+    │   ├── BudgetPending (BudgetError)                queued for human approval
+    │   ├── ChargeInProgress (BudgetError, RuntimeError)  same query id being charged
+    │   └── LedgerError (BudgetError, RuntimeError)    ledger storage unusable
+    │       └── LedgerUnavailable (LedgerError, ConnectionError)
+    ├── DataError (ValueError)                   bad data / SQL identifiers / sources
+    │   └── UnsafeIdentifier (DataError)         not a plain SQL name
+    ├── TemplateError (ValueError)               template syntax, lint, render
+    │   └── RawReleaseError (TemplateError, TypeError)  a Release printed raw
+    ├── RedactionError (RuntimeError)            Presidio set-up or analysis
+    ├── GuardError (ValueError)                  guard input (e.g. releases file)
+    └── ModelError (RuntimeError)                the language-model call
+        ├── ModelUnreachable (ModelError, ConnectionError)
+        ├── ModelAuthError (ModelError, PermissionError)
+        ├── ModelRateLimited (ModelError)
+        ├── ModelTimeout (ModelError, TimeoutError)
+        └── ModelBadResponse (ModelError)
+
+Messages say what went wrong *and* what to do next.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BudgetError",
+    "BudgetExceeded",
+    "BudgetPending",
+    "ChargeInProgress",
+    "ConfigError",
+    "DPLLMError",
+    "DataError",
+    "GuardError",
+    "InvalidPrivacyParameter",
+    "LedgerError",
+    "LedgerUnavailable",
+    "ModelAuthError",
+    "ModelBadResponse",
+    "ModelError",
+    "ModelRateLimited",
+    "ModelTimeout",
+    "ModelUnreachable",
+    "RawReleaseError",
+    "RedactionError",
+    "TemplateError",
+    "UnsafeIdentifier",
+]
+
+
+class DPLLMError(Exception):
+    """Base class of every error dpllm raises on purpose."""
+
+
+class ConfigError(DPLLMError, ValueError):
+    """A configuration value is missing or malformed.
+
+    ``field`` names the offending setting (dotted path) and ``line`` the line of
+    the config file, when known.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None, line: int | None = None) -> None:
+        where = ""
+        if field is not None:
+            where = f"[{field}"
+            if line is not None:
+                where += f", line {line}"
+            where += "] "
+        super().__init__(where + message)
+        self.field = field
+        self.line = line
+
+
+class InvalidPrivacyParameter(DPLLMError, ValueError):
+    """A privacy parameter (ε, δ, ρ, sensitivity, bounds, scale) is not usable."""
+
+
+class BudgetError(DPLLMError):
+    """Base class of errors about the privacy budget and its ledger."""
+
+
+class BudgetExceeded(BudgetError, ValueError):
+    """A charge would push some pool past its cap. Nothing was spent.
+
+    ``pool`` is the first pool on the path that cannot take the charge,
+    ``requested`` and ``remaining`` are in the pool's own unit (ε or ρ).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        pool: str | None = None,
+        requested: float | None = None,
+        remaining: float | None = None,
+        window: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.pool = pool
+        self.requested = requested
+        self.remaining = remaining
+        self.window = window
+
+
+class BudgetPending(BudgetError):
+    """The request was queued for human approval; ``ticket`` identifies it."""
+
+    def __init__(self, message: str, *, ticket: str) -> None:
+        super().__init__(message)
+        self.ticket = ticket
+
+
+class ChargeInProgress(BudgetError, RuntimeError):
+    """Another caller is charging the same query id right now; retry shortly."""
+
+
+class LedgerError(BudgetError, RuntimeError):
+    """The ledger's storage cannot be used (unwritable file, corrupt schema …)."""
+
+
+class LedgerUnavailable(LedgerError, ConnectionError):
+    """The ledger's database cannot be reached. Nothing was charged."""
+
+
+class DataError(DPLLMError, ValueError):
+    """The data or its source is unusable (missing file, unknown column, bad value)."""
+
+
+class UnsafeIdentifier(DataError):
+    """An SQL identifier is not a plain name (letters, digits, underscore)."""
+
+
+class TemplateError(DPLLMError, ValueError):
+    """A prompt template failed to parse, lint or render."""
+
+
+class RawReleaseError(TemplateError, TypeError):
+    """A Release was converted to text without a DP filter (band, approx, …)."""
+
+
+class RedactionError(DPLLMError, RuntimeError):
+    """The redactor could not be built or could not analyse a text."""
+
+
+class GuardError(DPLLMError, ValueError):
+    """The precision guard was given unusable input."""
+
+
+class ModelError(DPLLMError, RuntimeError):
+    """The language-model call failed."""
+
+
+class ModelUnreachable(ModelError, ConnectionError):
+    """The model server could not be reached."""
+
+
+class ModelAuthError(ModelError, PermissionError):
+    """The model server refused the credentials."""
+
+
+class ModelRateLimited(ModelError):
+    """The model server kept answering 429 after the allowed retries."""
+
+
+class ModelTimeout(ModelError, TimeoutError):
+    """The model call timed out after the allowed retries."""
+
+
+class ModelBadResponse(ModelError):
+    """The model server answered with an error or a malformed response."""

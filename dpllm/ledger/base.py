@@ -1,0 +1,258 @@
+"""The privacy-budget ledger: protocol and semantics.
+
+The ledger is where dpllm keeps its promise over time. Every backend
+(``sqlite``, ``postgres``) implements :class:`Ledger` with these semantics:
+
+**Order of a release.** charge (durable, committed) → read the data → add
+noise → store the release under its query id → return it. A noisy value never
+leaves before its charge is committed.
+
+**Query id** = fingerprint of (query spec, dataset id, window). If a release is
+stored for it, that release is returned and nothing is charged (answering again
+is post-processing). If a charge for it is in progress, a concurrent caller
+waits for it (up to a timeout) and then gets the stored release, or a
+:class:`~dpllm.errors.ChargeInProgress` error — never a second charge.
+
+**Refunds** only when the data was never read: inside
+``with ledger.charging(...) as charge:`` an exception before
+``charge.data_read()`` refunds; one after it does not (a data-dependent failure
+is itself a signal). A charge whose process died before its release was stored
+stays charged and is listed as "charged, not released".
+
+**Pools** have a name, a cap per window, a lifetime cap, a measure (pure ε, or
+zCDP with a stated δ for reporting) and an optional parent. A charge must fit
+every pool on its path (the pool and its ancestors), atomically.
+
+**Windows** are keys derived from the data's timestamps (``2026-W47``). The
+per-window cap is a guarantee per user per window; the lifetime cap bounds what
+one user can lose over all windows.
+
+**Amounts** are exact integer micro-units, rounded up when charged.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from dpllm.errors import ConfigError
+from dpllm.release import Cost, Measure, Release
+
+__all__ = [
+    "AuditEvent",
+    "Balance",
+    "Charge",
+    "ChargeStatus",
+    "Ledger",
+    "PendingRequest",
+    "PoolSpec",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSpec:
+    """A budget pool.
+
+    Args:
+        name: plain name (letters, digits, ``_``, ``-``, ``.``).
+        measure: accounting measure of every charge to it.
+        window_cap: cap per window, in micro-units of ε (pure) or ρ (zCDP).
+        lifetime_cap: cap over all windows (``None``: unlimited).
+        parent: the enclosing pool, or ``None`` for a root pool.
+        delta: δ at which a zCDP pool's ρ is reported as (ε, δ).
+        on_exceed: ``"refuse"`` (default) or ``"queue"`` for human approval.
+    """
+
+    name: str
+    measure: Measure
+    window_cap: int
+    lifetime_cap: int | None = None
+    parent: str | None = None
+    delta: float = 1e-6
+    on_exceed: str = "refuse"
+
+    def __post_init__(self) -> None:
+        import re
+
+        if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", self.name or ""):
+            raise ConfigError(f"pool name {self.name!r} must be a plain name", field="pools")
+        object.__setattr__(self, "measure", Measure(self.measure))
+        if self.window_cap < 0 or (self.lifetime_cap is not None and self.lifetime_cap < 0):
+            raise ConfigError(f"pool {self.name!r}: caps must be ≥ 0", field="pools")
+        if self.on_exceed not in ("refuse", "queue"):
+            raise ConfigError(
+                f"pool {self.name!r}: on_exceed must be 'refuse' or 'queue'", field="pools"
+            )
+        if not 0.0 < self.delta < 1.0:
+            raise ConfigError(f"pool {self.name!r}: delta must lie in (0, 1)", field="pools")
+
+
+class ChargeStatus(str, enum.Enum):
+    IN_PROGRESS = "in_progress"
+    """Charged and committed; data not yet read."""
+    DATA_READ = "data_read"
+    """Charged; the data was read; the release is not stored yet (or never will be)."""
+    RELEASED = "released"
+    """Charged and the release is stored under its query id."""
+    REFUNDED = "refunded"
+    """Refunded because the data was never read."""
+
+
+@dataclass(frozen=True, slots=True)
+class Balance:
+    """A pool's position in one window."""
+
+    pool: str
+    measure: Measure
+    window: str
+    spent: int
+    window_cap: int
+    lifetime_spent: int
+    lifetime_cap: int | None
+
+    @property
+    def remaining(self) -> int:
+        left = self.window_cap - self.spent
+        if self.lifetime_cap is not None:
+            left = min(left, self.lifetime_cap - self.lifetime_spent)
+        return max(0, left)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    """One line of the audit log (never holds statistic values)."""
+
+    id: int
+    time: str
+    event: str  # charge | refuse | refund | approve | deny | queue | cache_hit | release
+    analyst: str
+    pool: str
+    window: str
+    query_id: str
+    micro: int
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRequest:
+    ticket: str
+    pool: str
+    window: str
+    query_id: str
+    cost: Cost
+    analyst: str
+    description: str
+    status: str  # pending | approved | denied | used
+
+
+@runtime_checkable
+class Charge(Protocol):
+    """The handle yielded by :meth:`Ledger.charging`."""
+
+    @property
+    def query_id(self) -> str: ...
+
+    @property
+    def cached(self) -> Release | None:
+        """A release already stored for this query id (then nothing was charged)."""
+        ...
+
+    def data_read(self) -> None:
+        """Mark that the data is about to be read: from here on, no refund."""
+        ...
+
+    def store(self, release: Release) -> None:
+        """Store the release under the query id (durably) — the charge is complete."""
+        ...
+
+
+@runtime_checkable
+class Ledger(Protocol):
+    """A persistent, atomic privacy-budget account with a release cache."""
+
+    def ensure_pool(self, spec: PoolSpec) -> None:
+        """Create the pool, or update its caps if it exists."""
+        ...
+
+    def charging(
+        self,
+        *,
+        query_id: str,
+        pool: str,
+        window: str,
+        cost: Cost,
+        analyst: str = "default",
+        description: str = "",
+    ) -> AbstractContextManager[Charge]:
+        """Charge ``cost`` to ``pool`` (and its ancestors) for ``window``, durably.
+
+        Yields a :class:`Charge`. If a release is already stored for
+        ``query_id``, nothing is charged and ``charge.cached`` holds it.
+
+        Raises:
+            BudgetExceeded: a pool on the path cannot take the charge (nothing spent).
+            BudgetPending: the pool queues; the request awaits approval (nothing spent).
+            ChargeInProgress: the same query id is being charged and did not finish in time.
+        """
+        ...
+
+    def get_release(self, query_id: str) -> Release | None: ...
+
+    def releases(self, *, name: str | None = None, window: str | None = None) -> Sequence[Release]:
+        """Stored releases (for charts and trends: reading them spends nothing)."""
+        ...
+
+    def balance(self, pool: str, window: str) -> Balance: ...
+
+    def history(self, *, limit: int | None = None) -> Sequence[AuditEvent]: ...
+
+
+def release_once(
+    ledger: Ledger,
+    *,
+    query_id: str,
+    pool: str,
+    window: str,
+    cost: Cost,
+    compute: Callable[[], Release],
+    analyst: str = "default",
+    description: str = "",
+) -> Release:
+    """Run one release in the order charge → read → noise → store → return.
+
+    ``compute`` reads the data and adds noise; it is called only after the charge
+    is committed, and at most once per query id across all processes.
+    """
+    with ledger.charging(
+        query_id=query_id,
+        pool=pool,
+        window=window,
+        cost=cost,
+        analyst=analyst,
+        description=description,
+    ) as charge:
+        if charge.cached is not None:
+            return charge.cached
+        charge.data_read()
+        release = compute()
+        charge.store(release)
+        return release
+
+
+def iter_path(pools: dict[str, PoolSpec], name: str) -> Iterator[PoolSpec]:
+    """The pool and its ancestors, innermost first (cycle-safe)."""
+    seen: set[str] = set()
+    current: str | None = name
+    while current is not None:
+        if current in seen:
+            raise ConfigError(f"pool {name!r}: parent chain has a cycle at {current!r}")
+        seen.add(current)
+        try:
+            spec = pools[current]
+        except KeyError:
+            raise ConfigError(f"unknown pool {current!r}") from None
+        yield spec
+        current = spec.parent
