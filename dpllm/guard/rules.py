@@ -1,0 +1,422 @@
+"""The precision rules: every figure in a text checked against the releases it speaks of.
+
+A :class:`Guard` holds the releases a text was written from. :meth:`Guard.check`
+extracts every number (:func:`~dpllm.guard.extract.extract_mentions`), matches
+each to a release, and applies three rules:
+
+``over-precise``
+    the figure is stated to a step finer than
+    ``rounding.granularity(half_width, integer=kind == "count")`` — the same rule
+    the template filters write with. Proportions are compared in percentage
+    points (a proportion 0.62 ± 0.03 may be stated as "62%", not "62.4%").
+``outside-band``
+    the figure, read with the slack its own rounding allows (± half a step, a
+    whole step after "about"/"约"), does not overlap the released interval.
+``unsupported``
+    a statistic-like figure (a unit, a percentage, a decimal, a range, an
+    approximation word, or a value ≥ 10) that matches no release. A violation or
+    only a warning, by configuration.
+
+**Matching heuristics**, in order:
+
+1. *Unit.* ``%``/``percent``/``百分之`` → proportion releases only (in points);
+   ``stars``/``分``/``星``/``points`` → mean ratings; ``users``/``人``/``位``/``名`` →
+   user counts; ``条``/``responses``/``ratings``/``feedback`` → record counts.
+   Users and record counts may stand in for each other, at lower priority.
+2. *Wording.* Without a unit, the nearest keyword earlier in the same sentence
+   (average/mean/rating/平均/评分 → rating; users/active/用户/活跃 → users;
+   responses/feedback/反馈 → counts; share/rate/比例/占 → proportion) decides
+   the category; a release whose name token (``active_users`` → "active",
+   "users") appears there is preferred.
+3. *Value.* Among the remaining releases, the one whose interval is nearest.
+   A match is accepted when the figure lies within ``match_tolerance``
+   half-widths of the interval, or the wording names the release, or the unit
+   leaves exactly one candidate; otherwise the figure is unsupported.
+
+Public constants (dates, weeks, durations, ε values, the rating scale,
+confidence levels, ordinals, list numbers, years) are never checked; integers
+below 10 stated plainly ("3 themes", "两个方面") are wording, not statistics,
+unless they match a release. Everything here is post-processing: free.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from dpllm.errors import GuardError
+from dpllm.guard.extract import NumberMention, extract_mentions, text_language
+from dpllm.release import Release
+from dpllm.rounding import format_number, granularity, is_as_coarse_as
+
+__all__ = ["Guard", "GuardReport", "Rule", "Violation"]
+
+DEFAULT_MATCH_TOLERANCE = 3.0
+"""How many half-widths away from an interval a figure may lie and still be matched to it."""
+
+
+class Rule(StrEnum):
+    """The guard's rules."""
+
+    OVER_PRECISE = "over-precise"
+    OUTSIDE_BAND = "outside-band"
+    UNSUPPORTED = "unsupported"
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One figure the guard refuses (or warns about).
+
+    Attributes:
+        span: ``(start, end)`` of the mention in the checked text.
+        rule: which rule it breaks.
+        release: the name of the release it was matched to (``None`` if unsupported).
+        mention: the mention as written (``"157 条"``).
+        allowed: the allowed form in the text's language (``"about 160 responses"``,
+            ``"约160条"``), or ``None`` when nothing may be stated (unsupported).
+        allowed_range: the released interval at the allowed precision (``"150–170"``).
+        message: one sentence, in the text's language, saying what to write instead.
+    """
+
+    span: tuple[int, int]
+    rule: Rule
+    release: str | None
+    mention: str
+    allowed: str | None
+    allowed_range: str | None
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class GuardReport:
+    """The result of :meth:`Guard.check`.
+
+    Attributes:
+        text: the text that was checked.
+        language: ``"en"`` or ``"zh"`` (the language of the allowed forms).
+        mentions: every number mention found.
+        matches: the release name each mention was matched to (``None``: none/constant).
+        violations: mentions the text must not contain.
+        warnings: unsupported figures when the guard runs with ``unsupported="warning"``.
+    """
+
+    text: str
+    language: str
+    mentions: tuple[NumberMention, ...]
+    matches: tuple[str | None, ...]
+    violations: tuple[Violation, ...]
+    warnings: tuple[Violation, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when there is no violation (warnings allowed)."""
+        return not self.violations
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    name: str
+    category: str
+    kind: str
+    value: float
+    lo: float
+    hi: float
+    half_width: float
+    step: float
+    small_threshold: float | None
+    tokens: frozenset[str]
+
+
+_CONTEXT_WORDS: tuple[tuple[str, str], ...] = tuple(
+    (word, cat)
+    for cat, words in (
+        ("rating", "average mean rating rated score stars 平均 评分 得分 均分 打分 星"),
+        ("users", "users user active people students learners 用户 活跃 学员 学生 人数"),
+        ("count", "responses response feedback comments reviews submissions 反馈 评论 回复 条"),
+        ("proportion", "share proportion percent rate fraction 比例 占 比率 百分"),
+    )
+    for word in words.split()
+)
+_SENTENCE_END = re.compile(r"[.。!！?？;；\n]")
+_RATING_KINDS = {"mean", "average", "median", "quantile", "rating"}
+_PROPORTION_KINDS = {"proportion", "share", "rate", "fraction"}
+_USER_WORDS = ("user", "people", "student", "learner", "participant", "人")
+
+
+def _release_category(release: Release) -> str:
+    kind = release.kind.lower()
+    if kind in _PROPORTION_KINDS:
+        return "proportion"
+    if kind in _RATING_KINDS:
+        return "rating"
+    described = f"{release.unit} {release.name}".lower()
+    if any(w in described for w in _USER_WORDS):
+        return "users"
+    return "count"
+
+
+def _target(name: str, release: Release) -> _Target:
+    category = _release_category(release)
+    lo, hi = release.interval
+    scale = 100.0 if category == "proportion" and max(abs(lo), abs(hi)) <= 1.0 else 1.0
+    half_width = release.half_width * scale
+    step = granularity(half_width, integer=release.kind == "count")
+    tokens = frozenset(
+        t
+        for t in re.split(r"[^0-9a-z\u4e00-\u9fff]+", f"{name} {release.unit}".lower())
+        if len(t) >= 3
+    )
+    return _Target(
+        name=name,
+        category=category,
+        kind=release.kind,
+        value=release.value * scale,
+        lo=lo * scale,
+        hi=hi * scale,
+        half_width=half_width,
+        step=step,
+        small_threshold=release.small_threshold if release.kind == "count" else None,
+        tokens=tokens,
+    )
+
+
+def _targets(releases: Mapping[str, Release] | Sequence[Release]) -> tuple[_Target, ...]:
+    if isinstance(releases, Mapping):
+        pairs = list(releases.items())
+    elif isinstance(releases, Sequence) and not isinstance(releases, str):
+        pairs = [(r.name, r) for r in releases]
+    else:
+        raise GuardError("releases must be a mapping of name → Release or a sequence of Release")
+    out: list[_Target] = []
+    for name, release in pairs:
+        if not isinstance(release, Release):
+            raise GuardError(f"{name!r} is not a Release (got {type(release).__name__})")
+        if release.is_vector:
+            out.extend(_target(f"{name}[{label}]", comp) for label, comp in release.components())
+        else:
+            out.append(_target(name, release))
+    return tuple(out)
+
+
+def _context(text: str, start: int) -> str:
+    before = text[max(0, start - 60) : start]
+    ends = list(_SENTENCE_END.finditer(before))
+    return (before[ends[-1].end() :] if ends else before).lower()
+
+
+def _context_category(context: str) -> str | None:
+    best, where = None, -1
+    for word, cat in _CONTEXT_WORDS:
+        i = context.rfind(word)
+        if i > where:
+            best, where = cat, i
+    return best
+
+
+def _stated_interval(m: NumberMention) -> tuple[float, float]:
+    if m.bound == "<":
+        return -math.inf, m.value
+    if m.bound == ">":
+        return m.value, math.inf
+    if m.is_range:
+        return m.lo, m.hi
+    slack = 0.0 if math.isinf(m.step) else (m.step if m.approx else m.step / 2)
+    return m.value - slack, m.value + slack
+
+
+def _gap(a: tuple[float, float], lo: float, hi: float) -> float:
+    """Distance between interval ``a`` and ``[lo, hi]`` (0 when they overlap)."""
+    eps = 1e-9 * max(1.0, abs(lo), abs(hi))
+    if a[1] < lo - eps:
+        return lo - a[1]
+    if a[0] > hi + eps:
+        return a[0] - hi
+    return 0.0
+
+
+def _compatible(mention_cat: str | None, target: _Target) -> bool:
+    if mention_cat == "percent":
+        return target.category == "proportion"
+    if target.category == "proportion":
+        return False
+    if mention_cat == "rating":
+        return target.category == "rating"
+    return True
+
+
+class Guard:
+    """Checks texts against the releases they were written from.
+
+    Args:
+        releases: the releases (a mapping name → Release, as the template saw
+            them, or a sequence named by ``Release.name``). Vector releases are
+            checked per component (``hist[5]``).
+        unsupported: ``"violation"`` (default) or ``"warning"`` for figures that
+            match no release.
+        allowed_constants: further values that are never reported as
+            unsupported (e.g. a course size the text may quote).
+        match_tolerance: half-widths beyond the interval within which a figure
+            still matches a release.
+
+    Raises:
+        GuardError: ``releases`` holds something that is not a Release, or an
+            option is out of range.
+
+    Privacy: reads released values only (post-processing); spends nothing.
+    """
+
+    def __init__(
+        self,
+        releases: Mapping[str, Release] | Sequence[Release],
+        *,
+        unsupported: str = "violation",
+        allowed_constants: Collection[float] = (),
+        match_tolerance: float = DEFAULT_MATCH_TOLERANCE,
+    ) -> None:
+        if unsupported not in ("violation", "warning"):
+            raise GuardError(f"unsupported must be 'violation' or 'warning', got {unsupported!r}")
+        if not (math.isfinite(match_tolerance) and match_tolerance >= 0):
+            raise GuardError(f"match_tolerance must be finite and ≥ 0, got {match_tolerance!r}")
+        self._targets = _targets(releases)
+        self._unsupported = unsupported
+        self._constants = frozenset(float(c) for c in allowed_constants)
+        self._tolerance = float(match_tolerance)
+
+    @property
+    def release_names(self) -> tuple[str, ...]:
+        """The names of the (scalar components of the) releases checked against."""
+        return tuple(t.name for t in self._targets)
+
+    def check(self, text: str, *, language: str = "auto") -> GuardReport:
+        """Check every figure in ``text``.
+
+        Args:
+            text: the (already redacted) text.
+            language: ``"en"``, ``"zh"`` or ``"auto"`` (Han characters → zh); the
+                language of the allowed forms and messages.
+
+        Returns:
+            A :class:`GuardReport`; ``report.ok`` when nothing is violated.
+
+        Raises:
+            GuardError: ``text`` is not a string or ``language`` is unknown.
+        """
+        if not isinstance(text, str):
+            raise GuardError(f"the guard checks text, got {type(text).__name__}")
+        if language == "auto":
+            language = text_language(text)
+        if language not in ("en", "zh"):
+            raise GuardError(f"language must be 'en', 'zh' or 'auto', got {language!r}")
+        mentions = tuple(extract_mentions(text))
+        matches: list[str | None] = []
+        violations: list[Violation] = []
+        warnings: list[Violation] = []
+        for m in mentions:
+            if m.constant is not None:
+                matches.append(None)
+                continue
+            target = self._match(text, m)
+            matches.append(target.name if target else None)
+            if target is not None:
+                violations.extend(_judge(m, target, language))
+            elif self._statistic_like(m):
+                v = _unsupported(m, language, self.release_names)
+                (violations if self._unsupported == "violation" else warnings).append(v)
+        return GuardReport(
+            text, language, mentions, tuple(matches), tuple(violations), tuple(warnings)
+        )
+
+    def _statistic_like(self, m: NumberMention) -> bool:
+        if m.value in self._constants and not m.is_range:
+            return False
+        return bool(
+            m.percent or m.approx or m.is_range or m.bound or m.step < 1 or abs(m.value) >= 10
+        )
+
+    def _match(self, text: str, m: NumberMention) -> _Target | None:
+        context = _context(text, m.span[0])
+        wanted = m.category or _context_category(context)
+        if wanted == "proportion" and not m.percent:
+            wanted = None
+        candidates = [t for t in self._targets if _compatible(m.category, t)]
+        if not candidates:
+            return None
+        stated = _stated_interval(m)
+        best: tuple[tuple[bool, bool, float], _Target] | None = None
+        for t in candidates:
+            exact = wanted is None or t.category == wanted
+            named = any(tok in context for tok in t.tokens)
+            d = _gap(stated, t.lo, t.hi) / max(t.half_width, t.step)
+            key = (not named, not exact, d)
+            if best is None or key < best[0]:
+                best = (key, t)
+        assert best is not None
+        (not_named, not_exact, d), target = best
+        unique = m.category is not None and not not_exact
+        unique = unique and sum(1 for t in candidates if t.category == target.category) == 1
+        if d <= self._tolerance or not not_named or unique:
+            return target
+        return None
+
+
+# --------------------------------------------------------------------------- verdicts
+def _fmt(value: float, step: float) -> str:
+    return format_number(value, step)
+
+
+def _unit_suffix(m: NumberMention, language: str) -> str:
+    if m.percent:
+        return "%"
+    if not m.unit:
+        return ""
+    return m.unit if language == "zh" else f" {m.unit}"
+
+
+def _allowed_forms(m: NumberMention, t: _Target, language: str) -> tuple[str, str]:
+    suffix = _unit_suffix(m, language)
+    lo = math.floor(t.lo / t.step + 1e-9) * t.step
+    hi = math.ceil(t.hi / t.step - 1e-9) * t.step
+    if t.kind == "count":
+        lo = max(lo, 0.0)
+    band = f"{_fmt(lo, t.step)}–{_fmt(hi, t.step)}{suffix}"
+    if t.small_threshold is not None and t.hi < t.small_threshold:
+        n = _fmt(t.small_threshold, 1.0)
+        return (f"少于{n}{suffix}" if language == "zh" else f"fewer than {n}{suffix}"), band
+    approx = _fmt(t.value, t.step)
+    return (f"约{approx}{suffix}" if language == "zh" else f"about {approx}{suffix}"), band
+
+
+def _judge(m: NumberMention, t: _Target, language: str) -> list[Violation]:
+    out: list[Violation] = []
+    allowed, band = _allowed_forms(m, t, language)
+    if not is_as_coarse_as(m.step, t.step):
+        if language == "zh":
+            msg = f"“{m.text}”比{t.name}的误差范围允许的更精确；请写成“{allowed}”或“{band}”。"
+        else:
+            msg = (
+                f'"{m.text}" is more precise than {t.name}\'s error band allows; '
+                f'write "{allowed}" or "{band}".'
+            )
+        out.append(Violation(m.span, Rule.OVER_PRECISE, t.name, m.text, allowed, band, msg))
+    if _gap(_stated_interval(m), t.lo, t.hi) > 0:
+        if language == "zh":
+            msg = f"“{m.text}”与{t.name}的发布区间{band}不符；请写成“{allowed}”或“{band}”。"
+        else:
+            msg = (
+                f'"{m.text}" is inconsistent with {t.name}\'s released interval {band}; '
+                f'write "{allowed}" or "{band}".'
+            )
+        out.append(Violation(m.span, Rule.OUTSIDE_BAND, t.name, m.text, allowed, band, msg))
+    return out
+
+
+def _unsupported(m: NumberMention, language: str, names: Sequence[str]) -> Violation:
+    listed = ", ".join(names) if names else "—"
+    if language == "zh":
+        msg = f"“{m.text}”不对应任何已发布的统计量（{listed}）；请删去该数字。"
+    else:
+        msg = f'"{m.text}" matches none of the released statistics ({listed}); remove it.'
+    return Violation(m.span, Rule.UNSUPPORTED, None, m.text, None, None, msg)
