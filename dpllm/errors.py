@@ -6,17 +6,22 @@ keeps working for code that does not know dpllm::
 
     DPLLMError (Exception)
     ├── ConfigError (ValueError)                 malformed dpllm.toml / settings
+    │   └── UnknownPool (ConfigError)            a budget pool that is not configured
     ├── InvalidPrivacyParameter (ValueError)     ε ≤ 0, NaN, δ ∉ (0, 1), overflow …
     ├── BudgetError
     │   ├── BudgetExceeded (BudgetError, ValueError)   a charge would pass a cap
     │   ├── BudgetPending (BudgetError)                queued for human approval
     │   ├── ChargeInProgress (BudgetError, RuntimeError)  same query id being charged
+    │   ├── UnknownTicket (BudgetError, LookupError)   no such approval ticket
     │   └── LedgerError (BudgetError, RuntimeError)    ledger storage unusable
     │       └── LedgerUnavailable (LedgerError, ConnectionError)
     ├── DataError (ValueError)                   bad data / SQL identifiers / sources
     │   └── UnsafeIdentifier (DataError)         not a plain SQL name
     ├── TemplateError (ValueError)               template syntax, lint, render
-    │   └── RawReleaseError (TemplateError, TypeError)  a Release printed raw
+    │   ├── RawReleaseError (TemplateError, TypeError)  a Release printed raw
+    │   ├── TemplateLintError (TemplateError)         the linter found problems
+    │   ├── TemplateSecurityError (TemplateError)     the sandbox refused an operation
+    │   └── TemplateUndefinedError (TemplateError, NameError)  a variable is missing
     ├── RedactionError (RuntimeError)            Presidio set-up or analysis
     ├── GuardError (ValueError)                  guard input (e.g. releases file)
     └── ModelError (RuntimeError)                the language-model call
@@ -52,6 +57,11 @@ __all__ = [
     "RawReleaseError",
     "RedactionError",
     "TemplateError",
+    "TemplateLintError",
+    "TemplateSecurityError",
+    "TemplateUndefinedError",
+    "UnknownPool",
+    "UnknownTicket",
     "UnsafeIdentifier",
 ]
 
@@ -77,6 +87,10 @@ class ConfigError(DPLLMError, ValueError):
         super().__init__(where + message)
         self.field = field
         self.line = line
+
+
+class UnknownPool(ConfigError):
+    """A budget pool is named that the ledger does not know; configure it first."""
 
 
 class InvalidPrivacyParameter(DPLLMError, ValueError):
@@ -122,6 +136,10 @@ class ChargeInProgress(BudgetError, RuntimeError):
     """Another caller is charging the same query id right now; retry shortly."""
 
 
+class UnknownTicket(BudgetError, LookupError):
+    """No approval ticket has this id; ``dpllm budget pending`` lists the open ones."""
+
+
 class LedgerError(BudgetError, RuntimeError):
     """The ledger's storage cannot be used (unwritable file, corrupt schema …)."""
 
@@ -144,6 +162,22 @@ class TemplateError(DPLLMError, ValueError):
 
 class RawReleaseError(TemplateError, TypeError):
     """A Release was converted to text without a DP filter (band, approx, …)."""
+
+
+class TemplateLintError(TemplateError):
+    """A template failed the linter; ``issues`` lists each finding (line, column, code)."""
+
+    def __init__(self, message: str, *, issues: tuple[object, ...] = ()) -> None:
+        super().__init__(message)
+        self.issues = issues
+
+
+class TemplateSecurityError(TemplateError):
+    """The template sandbox refused an operation (private attribute, huge range …)."""
+
+
+class TemplateUndefinedError(TemplateError, NameError):
+    """A template used a variable that the render context does not define."""
 
 
 class RedactionError(DPLLMError, RuntimeError):

@@ -19,6 +19,19 @@ waits for it (up to a timeout) and then gets the stored release, or a
 is itself a signal). A charge whose process died before its release was stored
 stays charged and is listed as "charged, not released".
 
+**Crashes and leases.** A charge row records its owner (host, process, thread)
+and a lease. While the owner lives, a caller with the same query id waits for
+the release. When the owner is gone (its process is dead, or its lease ran
+out), a retry with the same query id *takes over the existing charge without
+charging again*. This is sound because a release is stored before it is
+returned: a process that died before storing never let its noisy value out, so
+nobody observed it, and the one value that will ever leave — the first one
+stored, since the store is conditional on no release being stored yet — is
+covered by the one charge. A slow owner that loses its lease and a taker-over
+may both compute; the loser of the store finds the winner's release and
+returns that instead of its own, so still only one noisy value leaves. A
+taken-over charge is never refunded (the dead process may have read the data).
+
 **Pools** have a name, a cap per window, a lifetime cap, a measure (pure ε, or
 zCDP with a stated δ for reporting) and an optional parent. A charge must fit
 every pool on its path (the pool and its ancestors), atomically.
@@ -38,17 +51,20 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from dpllm.errors import ConfigError
+from dpllm.errors import ChargeInProgress, ConfigError, UnknownPool
 from dpllm.release import Cost, Measure, Release
 
 __all__ = [
     "AuditEvent",
     "Balance",
     "Charge",
+    "ChargeRecord",
     "ChargeStatus",
     "Ledger",
     "PendingRequest",
     "PoolSpec",
+    "iter_path",
+    "release_once",
 ]
 
 
@@ -64,6 +80,8 @@ class PoolSpec:
         parent: the enclosing pool, or ``None`` for a root pool.
         delta: δ at which a zCDP pool's ρ is reported as (ε, δ).
         on_exceed: ``"refuse"`` (default) or ``"queue"`` for human approval.
+        reserve: the pool an approval moves window budget from when the
+            approver names none (``dpllm budget approve ID --from POOL`` overrides).
     """
 
     name: str
@@ -73,6 +91,7 @@ class PoolSpec:
     parent: str | None = None
     delta: float = 1e-6
     on_exceed: str = "refuse"
+    reserve: str | None = None
 
     def __post_init__(self) -> None:
         import re
@@ -88,9 +107,14 @@ class PoolSpec:
             )
         if not 0.0 < self.delta < 1.0:
             raise ConfigError(f"pool {self.name!r}: delta must lie in (0, 1)", field="pools")
+        for ref in (self.parent, self.reserve):
+            if ref is not None and not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", ref):
+                raise ConfigError(f"pool {self.name!r}: {ref!r} is not a pool name", field="pools")
+        if self.parent == self.name:
+            raise ConfigError(f"pool {self.name!r} cannot be its own parent", field="pools")
 
 
-class ChargeStatus(str, enum.Enum):
+class ChargeStatus(enum.StrEnum):
     IN_PROGRESS = "in_progress"
     """Charged and committed; data not yet read."""
     DATA_READ = "data_read"
@@ -103,7 +127,11 @@ class ChargeStatus(str, enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Balance:
-    """A pool's position in one window."""
+    """A pool's position in one window (amounts in micro-units of the pool's measure).
+
+    ``granted`` is window budget moved in (> 0) or out (< 0) by approvals, so the
+    window's effective cap is ``window_cap + granted``.
+    """
 
     pool: str
     measure: Measure
@@ -112,10 +140,15 @@ class Balance:
     window_cap: int
     lifetime_spent: int
     lifetime_cap: int | None
+    granted: int = 0
+
+    @property
+    def effective_cap(self) -> int:
+        return self.window_cap + self.granted
 
     @property
     def remaining(self) -> int:
-        left = self.window_cap - self.spent
+        left = self.effective_cap - self.spent
         if self.lifetime_cap is not None:
             left = min(left, self.lifetime_cap - self.lifetime_spent)
         return max(0, left)
@@ -146,6 +179,26 @@ class PendingRequest:
     analyst: str
     description: str
     status: str  # pending | approved | denied | used
+
+
+@dataclass(frozen=True, slots=True)
+class ChargeRecord:
+    """A charge whose release is not stored: "charged, not released".
+
+    ``owner`` is the process holding it (``None``: nobody — its process died or
+    failed after reading the data, or an approval funded it and it awaits its run).
+    """
+
+    query_id: str
+    pool: str
+    window: str
+    cost: Cost
+    analyst: str
+    description: str
+    status: ChargeStatus
+    owner: str | None
+    lease_expires: float | None
+    ticket: str | None
 
 
 @runtime_checkable
@@ -224,7 +277,15 @@ def release_once(
     """Run one release in the order charge → read → noise → store → return.
 
     ``compute`` reads the data and adds noise; it is called only after the charge
-    is committed, and at most once per query id across all processes.
+    is committed. Only one release is ever stored per query id: if another
+    process stored one first (this one's lease had expired), that stored release
+    is returned and this process's noisy value is dropped unseen.
+
+    Raises:
+        BudgetExceeded, BudgetPending, ChargeInProgress: see :meth:`Ledger.charging`.
+
+    Privacy: exactly one charge of ``cost`` per query id; the noisy value leaves
+    only after its charge is committed and the release is stored.
     """
     with ledger.charging(
         query_id=query_id,
@@ -238,7 +299,13 @@ def release_once(
             return charge.cached
         charge.data_read()
         release = compute()
-        charge.store(release)
+        try:
+            charge.store(release)
+        except ChargeInProgress:
+            stored = ledger.get_release(query_id)
+            if stored is None:
+                raise
+            return stored
         return release
 
 
@@ -253,6 +320,8 @@ def iter_path(pools: dict[str, PoolSpec], name: str) -> Iterator[PoolSpec]:
         try:
             spec = pools[current]
         except KeyError:
-            raise ConfigError(f"unknown pool {current!r}") from None
+            raise UnknownPool(
+                f"unknown pool {current!r}; create it first (Ledger.ensure_pool or dpllm.toml)"
+            ) from None
         yield spec
         current = spec.parent

@@ -1,0 +1,171 @@
+"""Row ↔ value conversions and small checks shared by the ledger backends."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import socket
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dpllm.errors import BudgetExceeded, InvalidPrivacyParameter, LedgerError
+from dpllm.ledger.base import AuditEvent, ChargeRecord, ChargeStatus, PendingRequest, PoolSpec
+from dpllm.release import Cost, Measure, Release
+from dpllm.windows import parse_week
+
+Row = Sequence[Any]
+
+
+def iso_time(seconds: float) -> str:
+    """UTC ISO-8601 text of a POSIX time, to the millisecond."""
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).isoformat(timespec="milliseconds")
+
+
+def owner_id(token: str) -> str:
+    """``host:pid:thread:token`` — who holds an in-progress charge."""
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{token}"
+
+
+def owner_gone(owner: str | None, lease_expires: float | None, now: float) -> bool:
+    """True when the owner of an in-progress charge can no longer store its release.
+
+    Gone means: no owner, an expired lease, or a process on this host that no
+    longer exists. A live process whose pid was reused merely looks alive, and
+    the caller then waits for the lease: the safe side.
+    """
+    if owner is None or lease_expires is None or lease_expires <= now:
+        return True
+    host, _, rest = owner.partition(":")
+    pid_text = rest.split(":", 1)[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def check_request(*, query_id: object, window: object, cost: object, analyst: object) -> None:
+    """Validate a charge request before anything touches the database."""
+    if not isinstance(query_id, str) or not query_id or len(query_id) > 512:
+        raise InvalidPrivacyParameter(
+            f"query_id must be a non-empty string of ≤ 512 characters, got {query_id!r}"
+        )
+    parse_week(window)  # type: ignore[arg-type]  # raises DataError on anything else
+    if not isinstance(cost, Cost):
+        raise InvalidPrivacyParameter(
+            f"cost must be a dpllm Cost (Cost.pure(...) or Cost.zcdp(...)), got {cost!r}"
+        )
+    if not isinstance(analyst, str) or not analyst:
+        raise InvalidPrivacyParameter(f"analyst must be a non-empty string, got {analyst!r}")
+
+
+def pool_from_row(row: Row) -> PoolSpec:
+    return PoolSpec(
+        name=row[0],
+        measure=Measure(row[1]),
+        window_cap=int(row[2]),
+        lifetime_cap=None if row[3] is None else int(row[3]),
+        parent=row[4],
+        delta=float(row[5]),
+        on_exceed=row[6],
+        reserve=row[7],
+    )
+
+
+def charge_from_row(row: Row) -> ChargeRecord:
+    return ChargeRecord(
+        query_id=row[0],
+        pool=row[1],
+        window=row[2],
+        cost=Cost(Measure(row[3]), int(row[4])),
+        analyst=row[5],
+        description=row[6],
+        status=ChargeStatus(row[7]),
+        owner=row[8],
+        lease_expires=row[9],
+        ticket=row[10],
+    )
+
+
+def ticket_from_row(row: Row) -> PendingRequest:
+    return PendingRequest(
+        ticket=row[0],
+        query_id=row[1],
+        pool=row[2],
+        window=row[3],
+        cost=Cost(Measure(row[4]), int(row[5])),
+        analyst=row[6],
+        description=row[7],
+        status=row[8],
+    )
+
+
+def audit_from_row(row: Row) -> AuditEvent:
+    return AuditEvent(
+        id=int(row[0]),
+        time=row[1],
+        event=row[2],
+        analyst=row[3],
+        pool=row[4],
+        window=row[5],
+        query_id=row[6],
+        micro=int(row[7]),
+        detail=row[8],
+    )
+
+
+def release_to_json(release: Release) -> str:
+    return json.dumps(release.to_dict(), sort_keys=True, allow_nan=False, ensure_ascii=False)
+
+
+def release_from_json(text: str) -> Release:
+    try:
+        data: Mapping[str, Any] = json.loads(text)
+    except ValueError as exc:
+        raise LedgerError(
+            f"a stored release is not valid JSON ({exc}); the ledger is damaged"
+        ) from exc
+    return Release.from_dict(data)
+
+
+def check_release_cost(release: Release, charged: Cost) -> None:
+    """A stored release may not claim more privacy loss than was charged for it."""
+    if not isinstance(release, Release):
+        raise InvalidPrivacyParameter(f"store() takes a Release, got {type(release).__name__}")
+    try:
+        as_charged = release.cost.to_measure(charged.measure)
+    except InvalidPrivacyParameter as exc:
+        raise InvalidPrivacyParameter(
+            f"release {release.name!r} is {release.cost.measure} but was charged as "
+            f"{charged.measure}: {exc}"
+        ) from exc
+    if as_charged.micro > charged.micro:
+        raise InvalidPrivacyParameter(
+            f"release {release.name!r} costs {release.cost.describe()} but only "
+            f"{charged.describe()} was charged; charge the release's full cost"
+        )
+
+
+def exceeded(
+    spec: PoolSpec, *, kind: str, window: str, requested: int, remaining: int
+) -> BudgetExceeded:
+    unit = "ε" if spec.measure is Measure.PURE else "ρ"
+    what = "window cap" if kind == "window" else "lifetime cap"
+    return BudgetExceeded(
+        f"pool {spec.name!r} cannot take {unit} = {requested / 1e6:g} in window {window}: "
+        f"its {what} leaves {unit} = {remaining / 1e6:g}. Nothing was spent; wait for the "
+        "next window, ask for approval, or use a cheaper query",
+        pool=spec.name,
+        requested=requested / 1e6,
+        remaining=remaining / 1e6,
+        window=window,
+    )

@@ -1,0 +1,123 @@
+"""Append-only, versioned schema migrations of the SQLite ledger.
+
+Each :class:`Migration` has a name and a list of statements. They are applied in
+order, each inside the same ``BEGIN IMMEDIATE`` transaction that records its
+name in ``dpllm_migrations``, so a crash mid-migration leaves the database at
+the previous version. **Never edit or reorder a migration that has shipped:**
+append a new one. A database that records a migration this code does not know
+was written by a newer dpllm and is refused rather than guessed at.
+
+The schema keeps the portable core of the design (issue 10 follows it on
+PostgreSQL with ``BIGINT``/``BIGSERIAL`` in place of SQLite's ``INTEGER``):
+
+* ``pools`` — one row per pool: caps, measure, parent, and the running
+  ``lifetime_spent`` (micro-units in the pool's measure).
+* ``pool_windows`` — one row per (pool, window): ``spent`` and ``granted``
+  (window headroom moved in or out by approvals; may be negative).
+* ``charges`` — one row per query id (the primary key makes a second charge for
+  the same query id impossible): status, owner and lease, the stored release.
+* ``charge_parts`` — what a charge took from each pool on its path, in that
+  pool's measure. ``Σ parts = spent`` for every (pool, window) at all times.
+* ``tickets`` — the approval queue.
+* ``audit`` — append-only log of every charge, refusal, refund, approval,
+  denial, takeover and cache hit (never statistic values).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["MIGRATIONS", "Migration"]
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One named, append-only schema step."""
+
+    name: str
+    statements: tuple[str, ...]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        name="0001_initial",
+        statements=(
+            """CREATE TABLE pools (
+                name TEXT PRIMARY KEY,
+                measure TEXT NOT NULL CHECK (measure IN ('pure', 'zcdp')),
+                window_cap INTEGER NOT NULL CHECK (window_cap >= 0),
+                lifetime_cap INTEGER CHECK (lifetime_cap IS NULL OR lifetime_cap >= 0),
+                parent TEXT REFERENCES pools(name),
+                delta REAL NOT NULL,
+                on_exceed TEXT NOT NULL CHECK (on_exceed IN ('refuse', 'queue')),
+                reserve TEXT,
+                lifetime_spent INTEGER NOT NULL DEFAULT 0 CHECK (lifetime_spent >= 0),
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL
+            )""",
+            """CREATE TABLE pool_windows (
+                pool TEXT NOT NULL REFERENCES pools(name),
+                window_key TEXT NOT NULL,
+                spent INTEGER NOT NULL DEFAULT 0 CHECK (spent >= 0),
+                granted INTEGER NOT NULL DEFAULT 0,
+                PRIMARY KEY (pool, window_key)
+            )""",
+            """CREATE TABLE charges (
+                query_id TEXT PRIMARY KEY,
+                pool TEXT NOT NULL REFERENCES pools(name),
+                window_key TEXT NOT NULL,
+                measure TEXT NOT NULL,
+                micro INTEGER NOT NULL,
+                analyst TEXT NOT NULL,
+                description TEXT NOT NULL,
+                status TEXT NOT NULL
+                    CHECK (status IN ('in_progress', 'data_read', 'released')),
+                owner TEXT,
+                lease_expires REAL,
+                ticket TEXT,
+                release_name TEXT,
+                release_json TEXT,
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX charges_release ON charges (release_name, window_key)",
+            "CREATE INDEX charges_status ON charges (status)",
+            """CREATE TABLE charge_parts (
+                query_id TEXT NOT NULL REFERENCES charges(query_id),
+                pool TEXT NOT NULL,
+                window_key TEXT NOT NULL,
+                micro INTEGER NOT NULL CHECK (micro >= 0),
+                PRIMARY KEY (query_id, pool)
+            )""",
+            "CREATE INDEX charge_parts_pool ON charge_parts (pool, window_key)",
+            """CREATE TABLE tickets (
+                ticket TEXT PRIMARY KEY,
+                query_id TEXT NOT NULL,
+                pool TEXT NOT NULL,
+                window_key TEXT NOT NULL,
+                measure TEXT NOT NULL,
+                micro INTEGER NOT NULL,
+                analyst TEXT NOT NULL,
+                description TEXT NOT NULL,
+                status TEXT NOT NULL
+                    CHECK (status IN ('pending', 'approved', 'denied', 'used')),
+                decided_by TEXT,
+                from_pool TEXT,
+                created_at TEXT NOT NULL,
+                decided_at TEXT
+            )""",
+            "CREATE INDEX tickets_query ON tickets (query_id, status)",
+            """CREATE TABLE audit (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                time TEXT NOT NULL,
+                event TEXT NOT NULL,
+                analyst TEXT NOT NULL,
+                pool TEXT NOT NULL,
+                window_key TEXT NOT NULL,
+                query_id TEXT NOT NULL,
+                micro INTEGER NOT NULL,
+                detail TEXT NOT NULL
+            )""",
+        ),
+    ),
+)

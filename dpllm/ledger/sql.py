@@ -1,0 +1,193 @@
+"""The ledger's data-manipulation statements, written once for SQLite and PostgreSQL.
+
+Every statement uses named parameters (``:name``); a PostgreSQL backend turns
+them into ``%(name)s`` with :func:`to_pyformat`. The atomicity argument is the
+same on both engines: inside one transaction, one *conditional* ``UPDATE … SET
+spent = spent + :c WHERE … AND spent + :c <= cap`` per pool on the path (the
+row count says whether that pool took the charge), plus the ``INSERT`` of the
+charge row whose primary key is the query id. If any pool refuses, the whole
+charge rolls back to a savepoint; if the insert collides, another caller owns
+the query id. No cap can be passed, and no query id can be charged twice.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["to_pyformat"]
+
+_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+def to_pyformat(statement: str) -> str:
+    """``:name`` → ``%(name)s`` (psycopg's named style); ``::casts`` are left alone."""
+    return _PARAM.sub(r"%(\1)s", statement.replace("%", "%%"))
+
+
+# -- pools ------------------------------------------------------------------------
+SELECT_POOL = """
+SELECT name, measure, window_cap, lifetime_cap, parent, delta, on_exceed, reserve,
+       lifetime_spent
+FROM pools WHERE name = :name
+"""
+
+SELECT_POOLS = """
+SELECT name, measure, window_cap, lifetime_cap, parent, delta, on_exceed, reserve,
+       lifetime_spent
+FROM pools ORDER BY name
+"""
+
+UPSERT_POOL = """
+INSERT INTO pools (name, measure, window_cap, lifetime_cap, parent, delta, on_exceed, reserve,
+                   created_at, updated_at)
+VALUES (:name, :measure, :window_cap, :lifetime_cap, :parent, :delta, :on_exceed, :reserve,
+        :now, :now)
+ON CONFLICT (name) DO UPDATE SET
+    measure = excluded.measure, window_cap = excluded.window_cap,
+    lifetime_cap = excluded.lifetime_cap, parent = excluded.parent, delta = excluded.delta,
+    on_exceed = excluded.on_exceed, reserve = excluded.reserve, updated_at = excluded.updated_at
+"""
+
+POOL_HAS_SPENDING = "SELECT 1 FROM charge_parts WHERE pool = :name LIMIT 1"
+
+# -- windows and the conditional charge ---------------------------------------
+ENSURE_WINDOW = """
+INSERT INTO pool_windows (pool, window_key) VALUES (:pool, :window)
+ON CONFLICT (pool, window_key) DO NOTHING
+"""
+
+CHARGE_WINDOW = """
+UPDATE pool_windows SET spent = spent + :micro
+WHERE pool = :pool AND window_key = :window
+  AND spent + :micro <= (SELECT window_cap FROM pools WHERE name = :pool) + granted
+"""
+
+CHARGE_LIFETIME = """
+UPDATE pools SET lifetime_spent = lifetime_spent + :micro
+WHERE name = :pool AND (lifetime_cap IS NULL OR lifetime_spent + :micro <= lifetime_cap)
+"""
+
+REFUND_WINDOW = """
+UPDATE pool_windows SET spent = spent - :micro WHERE pool = :pool AND window_key = :window
+"""
+
+REFUND_LIFETIME = "UPDATE pools SET lifetime_spent = lifetime_spent - :micro WHERE name = :pool"
+
+GRANT_OUT = """
+UPDATE pool_windows SET granted = granted - :micro
+WHERE pool = :pool AND window_key = :window
+  AND spent + :micro <= (SELECT window_cap FROM pools WHERE name = :pool) + granted
+"""
+
+GRANT_IN = """
+UPDATE pool_windows SET granted = granted + :micro WHERE pool = :pool AND window_key = :window
+"""
+
+SELECT_WINDOW = """
+SELECT spent, granted FROM pool_windows WHERE pool = :pool AND window_key = :window
+"""
+
+SELECT_WINDOWS = """
+SELECT pool, window_key, spent, granted FROM pool_windows
+ORDER BY window_key, pool
+"""
+
+# -- charges -------------------------------------------------------------------------
+SELECT_CHARGE = """
+SELECT query_id, pool, window_key, measure, micro, analyst, description, status, owner,
+       lease_expires, ticket, release_json
+FROM charges WHERE query_id = :query_id
+"""
+
+INSERT_CHARGE = """
+INSERT INTO charges (query_id, pool, window_key, measure, micro, analyst, description, status,
+                     owner, lease_expires, ticket, created_at, updated_at)
+VALUES (:query_id, :pool, :window, :measure, :micro, :analyst, :description, 'in_progress',
+        :owner, :lease_expires, :ticket, :now, :now)
+"""
+
+INSERT_PART = """
+INSERT INTO charge_parts (query_id, pool, window_key, micro)
+VALUES (:query_id, :pool, :window, :micro)
+"""
+
+SELECT_PARTS = "SELECT pool, window_key, micro FROM charge_parts WHERE query_id = :query_id"
+
+DELETE_PARTS = "DELETE FROM charge_parts WHERE query_id = :query_id"
+
+DELETE_CHARGE = "DELETE FROM charges WHERE query_id = :query_id AND owner = :owner"
+
+TAKE_OVER = """
+UPDATE charges SET owner = :owner, lease_expires = :lease_expires, updated_at = :now
+WHERE query_id = :query_id AND release_json IS NULL
+"""
+
+ABANDON = """
+UPDATE charges SET status = 'data_read', owner = NULL, lease_expires = NULL, updated_at = :now
+WHERE query_id = :query_id AND owner = :owner AND release_json IS NULL
+"""
+
+STORE_RELEASE = """
+UPDATE charges SET status = 'released', release_json = :release_json,
+       release_name = :release_name, owner = NULL, lease_expires = NULL, updated_at = :now
+WHERE query_id = :query_id AND release_json IS NULL
+"""
+
+SELECT_RELEASE = "SELECT release_json FROM charges WHERE query_id = :query_id"
+
+SELECT_UNRELEASED = """
+SELECT query_id, pool, window_key, measure, micro, analyst, description, status, owner,
+       lease_expires, ticket, release_json
+FROM charges WHERE release_json IS NULL ORDER BY created_at, query_id
+"""
+
+# -- tickets --------------------------------------------------------------------------
+SELECT_TICKET = """
+SELECT ticket, query_id, pool, window_key, measure, micro, analyst, description, status
+FROM tickets WHERE ticket = :ticket
+"""
+
+SELECT_OPEN_TICKET = """
+SELECT ticket, status FROM tickets
+WHERE query_id = :query_id AND status IN ('pending', 'denied')
+ORDER BY created_at DESC LIMIT 1
+"""
+
+INSERT_TICKET = """
+INSERT INTO tickets (ticket, query_id, pool, window_key, measure, micro, analyst, description,
+                     status, created_at)
+VALUES (:ticket, :query_id, :pool, :window, :measure, :micro, :analyst, :description,
+        'pending', :now)
+"""
+
+DECIDE_TICKET = """
+UPDATE tickets SET status = :status, decided_by = :decided_by, from_pool = :from_pool,
+       decided_at = :now
+WHERE ticket = :ticket AND status = 'pending'
+"""
+
+USE_TICKET = "UPDATE tickets SET status = 'used' WHERE ticket = :ticket AND status = 'approved'"
+
+SELECT_TICKETS = """
+SELECT ticket, query_id, pool, window_key, measure, micro, analyst, description, status
+FROM tickets WHERE (:status IS NULL OR status = :status) ORDER BY created_at, ticket
+"""
+
+# -- audit ------------------------------------------------------------------------------
+INSERT_AUDIT = """
+INSERT INTO audit (time, event, analyst, pool, window_key, query_id, micro, detail)
+VALUES (:now, :event, :analyst, :pool, :window, :query_id, :micro, :detail)
+"""
+
+SELECT_AUDIT = """
+SELECT id, time, event, analyst, pool, window_key, query_id, micro, detail
+FROM audit ORDER BY id DESC LIMIT :limit
+"""
+
+SELECT_RELEASES = """
+SELECT release_json FROM charges
+WHERE release_json IS NOT NULL
+  AND (:name IS NULL OR release_name = :name)
+  AND (:window IS NULL OR window_key = :window)
+ORDER BY window_key, release_name, query_id
+"""
