@@ -22,7 +22,7 @@ install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
 demo: $(VENV)/.installed
-	$(VENV)/bin/dpllm weekly --demo
+	$(VENV)/bin/dpllm quickstart
 
 check: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check dpllm tests bench examples

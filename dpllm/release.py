@@ -26,7 +26,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
-from enum import Enum
+from enum import StrEnum
 from fractions import Fraction
 from typing import Any
 
@@ -38,7 +38,7 @@ MICRO = 1_000_000
 """Micro-units per unit of ε or ρ."""
 
 
-class Measure(str, Enum):
+class Measure(StrEnum):
     """The accounting measure a cost (or a pool) is expressed in."""
 
     PURE = "pure"
@@ -311,7 +311,9 @@ class Release:
         if not 0.0 < self.confidence < 1.0:
             raise InvalidPrivacyParameter(f"confidence must lie in (0, 1), got {self.confidence}")
         if not (math.isfinite(self.noise_scale) and self.noise_scale >= 0):
-            raise InvalidPrivacyParameter(f"noise_scale must be finite and ≥ 0, got {self.noise_scale}")
+            raise InvalidPrivacyParameter(
+                f"noise_scale must be finite and ≥ 0, got {self.noise_scale}"
+            )
 
     # -- scalar access -----------------------------------------------------------
     @property
