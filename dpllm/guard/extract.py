@@ -146,7 +146,7 @@ _CONSTANTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("list", r"^\s*\(?\d{1,2}[.)、:]\s|^\s*\(\d{1,2}\)"),
         (
             "duration",
-            rf"{_NUMLIKE}\s*(?:days?|weeks?|months?|years?|hours?|minutes?|seconds?"
+            rf"{_NUMLIKE}(?:\.\d+)?\s*(?:days?|weeks?|months?|years?|hours?|minutes?|seconds?"
             r"|天|周|週|星期|个月|小时|分钟|秒)(?![A-Za-z])",
         ),
         (
@@ -328,6 +328,12 @@ def _decorate(norm: str, raw: _Raw, spans: list[tuple[int, int, str]]) -> _Draft
     d.end = end
     before = norm[max(0, raw.start - 24) : raw.start]
     approx = _APPROX_BEFORE.search(before)
+    if (
+        approx
+        and approx.group(0).strip() in "~≈"
+        and before[: approx.start()].rstrip()[-1:].isdigit()
+    ):
+        approx = None  # "150~170": a range separator, not "about"
     if approx:
         d.approx, d.start = True, raw.start - (len(before) - approx.start())
     bound = _BOUND_BEFORE.search(norm[max(0, d.start - 24) : d.start])

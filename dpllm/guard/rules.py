@@ -10,8 +10,8 @@ each to a release, and applies three rules:
     the template filters write with. Proportions are compared in percentage
     points (a proportion 0.62 ± 0.03 may be stated as "62%", not "62.4%").
 ``outside-band``
-    the figure, read with the slack its own rounding allows (± half a step, a
-    whole step after "about"/"约"), does not overlap the released interval.
+    the figure, read with the slack its own rounding allows (± half its stated
+    step: "160" covers 155–165), does not overlap the released interval.
 ``unsupported``
     a statistic-like figure (a unit, a percentage, a decimal, a range, an
     approximation word, or a value ≥ 10) that matches no release. A violation or
@@ -30,8 +30,9 @@ each to a release, and applies three rules:
    "users") appears there is preferred.
 3. *Value.* Among the remaining releases, the one whose interval is nearest.
    A match is accepted when the figure lies within ``match_tolerance``
-   half-widths of the interval, or the wording names the release, or the unit
-   leaves exactly one candidate; otherwise the figure is unsupported.
+   half-widths of the interval, or the wording names the release; otherwise
+   the figure is unsupported ("about 40 students complained" is not a wrong
+   total of 1,230 users, it is a figure no release supports).
 
 Public constants (dates, weeks, durations, ε values, the rating scale,
 confidence levels, ordinals, list numbers, years) are never checked; integers
@@ -223,7 +224,7 @@ def _stated_interval(m: NumberMention) -> tuple[float, float]:
         return m.value, math.inf
     if m.is_range:
         return m.lo, m.hi
-    slack = 0.0 if math.isinf(m.step) else (m.step if m.approx else m.step / 2)
+    slack = 0.0 if math.isinf(m.step) else m.step / 2
     return m.value - slack, m.value + slack
 
 
@@ -354,10 +355,8 @@ class Guard:
             if best is None or key < best[0]:
                 best = (key, t)
         assert best is not None
-        (not_named, not_exact, d), target = best
-        unique = m.category is not None and not not_exact
-        unique = unique and sum(1 for t in candidates if t.category == target.category) == 1
-        if d <= self._tolerance or not not_named or unique:
+        (not_named, _, d), target = best
+        if d <= self._tolerance or not not_named:
             return target
         return None
 
