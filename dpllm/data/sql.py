@@ -1,0 +1,336 @@
+"""Bounded SQL: the column mapping, safe identifiers and the per-user reductions.
+
+Every statement here is built from (a) identifiers that passed
+:func:`quote_ident` (plain names only, then double-quoted), (b) contribution
+bounds that are validated Python ints rendered by ``int.__str__``, and (c)
+placeholders for every value that comes from a caller or the data (window
+bounds, course names, file paths). No SQL text is ever built from a raw user
+string.
+
+The contribution bounding happens inside the SQL, as per-user ``GROUP BY``
+reductions (no window sort over records):
+
+* records per user are capped with ``CASE WHEN n < M THEN n ELSE M END``;
+* a rating histogram gives user *u* with ``n`` valid ratings, ``c_k`` of them
+  equal to *k*, the integer weight ``⌊c_k·M / max(n, M)⌋`` for bucket *k*: the
+  weights sum to at most ``M`` and keep the user's own rating shares;
+* a mean rating reduces each user to their mean in integer milli-stars
+  ``round(1000·Σr/n)``, so sums are exact integers on every engine.
+
+Ratings are read through one portable expression: NULL and NaN are ignored, a
+value is mapped to its nearest star (halves round up) using comparisons only,
+and a value outside 1–5 is clamped, dropped, or flagged for rejection as the
+query declares. Only comparisons and integer arithmetic are used, so SQLite,
+DuckDB and PostgreSQL return identical exact aggregates.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from dpllm.errors import DataError, UnsafeIdentifier
+
+__all__ = [
+    "ColumnMap",
+    "Dialect",
+    "OutOfRange",
+    "Statement",
+    "quote_ident",
+]
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+OutOfRange = Literal["clamp", "drop", "reject"]
+"""What a query does with a rating outside 1–5: clamp it, drop it, or refuse the data."""
+
+REJECT_SENTINEL = -1
+"""Bucket value that marks an out-of-range rating under the ``reject`` policy."""
+
+MILLI = 1000
+"""Per-user means are carried in integer milli-stars."""
+
+
+def quote_ident(name: str) -> str:
+    """Validate a plain SQL name and return it double-quoted.
+
+    Args:
+        name: a table or column name: letters, digits and ``_``, not starting
+            with a digit, at most 63 characters.
+
+    Returns:
+        ``'"name"'``, safe to splice into SQL on every supported engine.
+
+    Raises:
+        UnsafeIdentifier: anything else (quotes, dots, spaces, semicolons …).
+    """
+    if not isinstance(name, str) or len(name) > 63 or not _IDENT.fullmatch(name):
+        raise UnsafeIdentifier(
+            f"{name!r} is not a plain SQL name; use letters, digits and '_' only "
+            "(rename the column, or create a view with plain names)"
+        )
+    return f'"{name}"'
+
+
+def _bound(name: str, value: int) -> str:
+    """A contribution bound as SQL text: a validated positive int, never a string."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise DataError(f"{name} must be a positive int, got {value!r}")
+    return str(int(value))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ColumnMap:
+    """Where the feedback records live and what their columns are called.
+
+    Args:
+        table: the table (or view) of feedback records. Ignored by a DuckDB
+            engine over Parquet/CSV files, whose files are the table.
+        user: the user id column — the privacy unit.
+        rating: the rating column (numbers; stars 1–5).
+        text: the free-text column.
+        timestamp: the record time (a timestamp; in SQLite ISO-8601 text, UTC
+            unless an offset is written).
+        course: the course (group) column, if any.
+
+    Raises:
+        UnsafeIdentifier: a name is not a plain SQL name.
+    """
+
+    table: str = "feedback"
+    user: str = "user_id"
+    rating: str = "rating"
+    text: str = "text"
+    timestamp: str = "ts"
+    course: str | None = None
+
+    def __post_init__(self) -> None:
+        for field_name in ("table", "user", "rating", "text", "timestamp", "course"):
+            value = getattr(self, field_name)
+            if value is not None:
+                quote_ident(value)
+
+    def q(self, field_name: str) -> str:
+        """The quoted identifier of one mapped column (``"user"`` → ``'"user_id"'``)."""
+        value = getattr(self, field_name)
+        if value is None:
+            raise DataError(
+                f"this query needs a {field_name} column; map it in the column mapping "
+                f"([data.columns] {field_name} = ...)"
+            )
+        return quote_ident(value)
+
+
+class Dialect(enum.StrEnum):
+    """The SQL dialects dpllm writes bounded queries for."""
+
+    SQLITE = "sqlite"
+    DUCKDB = "duckdb"
+    POSTGRES = "postgres"
+
+    @property
+    def placeholder(self) -> str:
+        return "%s" if self is Dialect.POSTGRES else "?"
+
+    def idiv(self, a: str, b: str) -> str:
+        """Integer division of two non-negative integer expressions."""
+        if self is Dialect.DUCKDB:
+            return f"(({a}) // ({b}))"
+        return f"(({a}) / ({b}))"
+
+    def is_nan(self, expr: str) -> str:
+        """A predicate true for NaN (SQLite cannot store NaN: it becomes NULL)."""
+        if self is Dialect.SQLITE:
+            return "0 = 1"
+        if self is Dialect.DUCKDB:
+            return f"isnan(CAST({expr} AS DOUBLE))"
+        return f"(CAST({expr} AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION))"
+
+    def timestamp(self, expr: str) -> str:
+        # SQLite has no timestamp type: normalise ISO-8601 text (with 'T' or an
+        # offset) to 'YYYY-MM-DD HH:MM:SS' UTC, which compares as text.
+        return f"datetime({expr})" if self is Dialect.SQLITE else expr
+
+    def time_param(self, moment: dt.datetime) -> object:
+        if self is Dialect.SQLITE:
+            return moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+        return moment
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """SQL text with its bound parameters (in placeholder order)."""
+
+    sql: str
+    params: tuple[object, ...] = ()
+
+    def __add__(self, other: Statement) -> Statement:
+        return Statement(self.sql + other.sql, self.params + other.params)
+
+
+def text(sql: str) -> Statement:
+    return Statement(sql)
+
+
+def rating_bucket(cols: ColumnMap, dialect: Dialect, policy: OutOfRange) -> str:
+    """The portable expression mapping a raw rating to a star 1–5 (or NULL/sentinel)."""
+    x = cols.q("rating")
+    if policy == "clamp":
+        outside = f"CASE WHEN {x} < 1 THEN 1 ELSE 5 END"
+    elif policy == "drop":
+        outside = "NULL"
+    elif policy == "reject":
+        outside = str(REJECT_SENTINEL)
+    else:
+        raise DataError(f"out_of_range must be 'clamp', 'drop' or 'reject', got {policy!r}")
+    return (
+        f"CASE WHEN {x} IS NULL OR {dialect.is_nan(x)} THEN NULL "
+        f"WHEN {x} < 1 OR {x} > 5 THEN {outside} "
+        f"WHEN {x} < 1.5 THEN 1 WHEN {x} < 2.5 THEN 2 WHEN {x} < 3.5 THEN 3 "
+        f"WHEN {x} < 4.5 THEN 4 ELSE 5 END"
+    )
+
+
+def window_filter(
+    cols: ColumnMap, dialect: Dialect, start: dt.datetime, end: dt.datetime
+) -> Statement:
+    """``WHERE`` clause: a user is known and the time lies in ``[start, end)``."""
+    ts = dialect.timestamp(cols.q("timestamp"))
+    ph = dialect.placeholder
+    return Statement(
+        f" WHERE {cols.q('user')} IS NOT NULL AND {ts} >= {ph} AND {ts} < {ph}",
+        (dialect.time_param(start), dialect.time_param(end)),
+    )
+
+
+def records_and_users(
+    cols: ColumnMap,
+    dialect: Dialect,
+    source: Statement,
+    start: dt.datetime,
+    end: dt.datetime,
+    *,
+    max_records: int,
+) -> Statement:
+    """``(users, Σ_u min(n_u, M))`` over the window, one row."""
+    m = _bound("max_records", max_records)
+    inner = (
+        text("SELECT COUNT(*) AS n FROM ")
+        + source
+        + window_filter(cols, dialect, start, end)
+        + text(f" GROUP BY {cols.q('user')}")
+    )
+    return (
+        text(f"SELECT COUNT(*), COALESCE(SUM(CASE WHEN n < {m} THEN n ELSE {m} END), 0) FROM (")
+        + inner
+        + text(") AS per_user")
+    )
+
+
+def _rated_rows(
+    cols: ColumnMap,
+    dialect: Dialect,
+    source: Statement,
+    start: dt.datetime,
+    end: dt.datetime,
+    policy: OutOfRange,
+) -> Statement:
+    return (
+        text(f"SELECT {cols.q('user')} AS u, {rating_bucket(cols, dialect, policy)} AS r FROM ")
+        + source
+        + window_filter(cols, dialect, start, end)
+    )
+
+
+def out_of_range_count(
+    cols: ColumnMap, dialect: Dialect, source: Statement, start: dt.datetime, end: dt.datetime
+) -> Statement:
+    """How many ratings in the window lie outside 1–5 (for the ``reject`` policy)."""
+    rows = _rated_rows(cols, dialect, source, start, end, "reject")
+    return text("SELECT COUNT(*) FROM (") + rows + text(f") AS x WHERE r = {REJECT_SENTINEL}")
+
+
+def mean_parts(
+    cols: ColumnMap,
+    dialect: Dialect,
+    source: Statement,
+    start: dt.datetime,
+    end: dt.datetime,
+    policy: OutOfRange,
+) -> Statement:
+    """``(C, S)``: users with a valid rating, and Σ_u (round(1000·mean_u) − 3000)."""
+    rows = _rated_rows(cols, dialect, source, start, end, policy)
+    per_user = (
+        text("SELECT SUM(r) AS s, COUNT(r) AS n FROM (")
+        + rows
+        + text(") AS x WHERE r >= 1 GROUP BY u")
+    )
+    # round half up of 1000·s/n for positive s, n: ⌊(2000·s + n) / (2n)⌋.
+    q_u = dialect.idiv(f"{2 * MILLI} * CAST(s AS BIGINT) + n", "2 * CAST(n AS BIGINT)")
+    return (
+        text(f"SELECT COUNT(*), COALESCE(SUM({q_u} - {3 * MILLI}), 0) FROM (")
+        + per_user
+        + text(") AS per_user")
+    )
+
+
+def histogram(
+    cols: ColumnMap,
+    dialect: Dialect,
+    source: Statement,
+    start: dt.datetime,
+    end: dt.datetime,
+    policy: OutOfRange,
+    *,
+    max_records: int,
+) -> Statement:
+    """One row ``(h_1, …, h_5)`` with ``h_k = Σ_u ⌊c_uk·M / max(n_u, M)⌋``."""
+    m = _bound("max_records", max_records)
+    rows = _rated_rows(cols, dialect, source, start, end, policy)
+    cells = ", ".join(f"SUM(CASE WHEN r = {k} THEN 1 ELSE 0 END) AS c{k}" for k in range(1, 6))
+    per_user = (
+        text(f"SELECT COUNT(r) AS n, {cells} FROM (")
+        + rows
+        + text(") AS x WHERE r >= 1 GROUP BY u")
+    )
+    denominator = f"CASE WHEN n > {m} THEN n ELSE {m} END"
+    sums = ", ".join(
+        f"COALESCE(SUM({dialect.idiv(f'CAST(c{k} AS BIGINT) * {m}', denominator)}), 0)"
+        for k in range(1, 6)
+    )
+    return text(f"SELECT {sums} FROM (") + per_user + text(") AS per_user")
+
+
+def course_counts(
+    cols: ColumnMap,
+    dialect: Dialect,
+    source: Statement,
+    start: dt.datetime,
+    end: dt.datetime,
+    courses: tuple[str, ...],
+) -> Statement:
+    """Rows ``(user, course, records)`` for the public list of courses."""
+    course = cols.q("course")
+    ph = ", ".join(dialect.placeholder for _ in courses)
+    return (
+        text(f"SELECT CAST({cols.q('user')} AS TEXT), CAST({course} AS TEXT), COUNT(*) FROM ")
+        + source
+        + window_filter(cols, dialect, start, end)
+        + Statement(f" AND CAST({course} AS TEXT) IN ({ph})", tuple(courses))
+        + text(" GROUP BY 1, 2")
+    )
+
+
+def user_texts(
+    cols: ColumnMap, dialect: Dialect, source: Statement, start: dt.datetime, end: dt.datetime
+) -> Statement:
+    """Rows ``(user, text)`` of the window (non-NULL texts)."""
+    return (
+        text(f"SELECT CAST({cols.q('user')} AS TEXT), CAST({cols.q('text')} AS TEXT) FROM ")
+        + source
+        + window_filter(cols, dialect, start, end)
+        + text(f" AND {cols.q('text')} IS NOT NULL")
+    )

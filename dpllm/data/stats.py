@@ -1,0 +1,306 @@
+"""The statistics runner: validate → charge → read (bounded) → noise → store → return.
+
+:class:`StatsRunner` is the one gate through which a statistic leaves the data
+layer. For each ``(query, window)`` it
+
+1. validates everything that needs no data: the query, the window key, the
+   column mapping against the source's schema (a missing file or an unknown
+   column fails here, and **nothing is charged**);
+2. computes the query id = SHA-256 of (query fingerprint, dataset id, window,
+   confidence level);
+3. charges the ledger through :func:`~dpllm.ledger.base.release_once`
+   (durable before anything is read; a cached release comes back at no cost);
+4. reads the data through the engine (contribution bounding in the SQL), adds
+   noise through the query's mechanism, stores the release, returns it.
+
+The post-processing helpers (:func:`rating_shares`, :func:`top_k`) read
+releases only and are free.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from dpllm.data.engines import Engine
+from dpllm.data.queries import (
+    ActiveUsers,
+    CourseBreakdown,
+    FeedbackCount,
+    MeanRating,
+    Query,
+    RatingHistogram,
+    Scope,
+)
+from dpllm.data.sql import ColumnMap
+from dpllm.data.topics import DEFAULT_VOCABULARY, TopicCounts, Vocabulary
+from dpllm.errors import DataError, InvalidPrivacyParameter
+from dpllm.ledger.base import Ledger, release_once
+from dpllm.privacy.intervals import discrete_gaussian_half_width, discrete_laplace_half_width
+from dpllm.privacy.noise import NoiseSource
+from dpllm.release import Release
+from dpllm.windows import parse_week, week_bounds
+
+__all__ = [
+    "DEFAULT_EPSILONS",
+    "StatsRunner",
+    "default_catalogue",
+    "rating_shares",
+    "top_k",
+]
+
+DEFAULT_EPSILONS: Mapping[str, float] = {
+    "feedback_count": 0.1,
+    "active_users": 0.1,
+    "mean_rating": 0.3,
+    "rating_histogram": 0.2,
+    "topic_counts": 0.3,
+    "course_feedback": 0.2,
+}
+"""ε per query of the default weekly catalogue (1.0 in total with courses, 0.8 without)."""
+
+
+def default_catalogue(
+    *,
+    courses: Sequence[str] = (),
+    vocabulary: Vocabulary = DEFAULT_VOCABULARY,
+    epsilons: Mapping[str, float] = DEFAULT_EPSILONS,
+) -> dict[str, Query]:
+    """The weekly statistic set, keyed by query name.
+
+    Args:
+        courses: the public course list; the per-course breakdown is included
+            only when it is given.
+        vocabulary: the public topic vocabulary.
+        epsilons: ε per query name (pure ε-DP).
+
+    Returns:
+        ``{name: query}``; keyword discovery (partition selection) is never in it.
+
+    Privacy: the queries compose: the sum of their ε per user per window.
+    """
+    e = dict(DEFAULT_EPSILONS)
+    e.update(epsilons)
+    queries: list[Query] = [
+        FeedbackCount(epsilon=e["feedback_count"]),
+        ActiveUsers(epsilon=e["active_users"]),
+        MeanRating(epsilon=e["mean_rating"]),
+        RatingHistogram(epsilon=e["rating_histogram"]),
+        TopicCounts(epsilon=e["topic_counts"], vocabulary=vocabulary),
+    ]
+    if courses:
+        queries.append(CourseBreakdown(epsilon=e["course_feedback"], courses=tuple(courses)))
+    return {q.name: q for q in queries}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Config:
+    dataset_id: str
+    pool: str
+    analyst: str
+    confidence: float
+
+
+class StatsRunner:
+    """Release DP statistics of one dataset, charged to one ledger pool.
+
+    Args:
+        engine: where the data lives.
+        ledger: the privacy-budget ledger (charges, release cache).
+        dataset_id: a stable name of the dataset (part of every query id).
+        pool: the ledger pool to charge.
+        columns: the column mapping.
+        salt: secret key of the pseudo-random contribution choices. Keep it
+            stable and secret; ``None`` draws a fresh one (fine: releases are
+            cached by query id, so a rerun never re-reads).
+        analyst: who asks (audit log).
+        confidence: interval level of every release.
+        noise: the noise source; ``None`` is the secure default. A seeded source
+            marks releases ``seeded`` (tests only).
+
+    Privacy: every release costs its query's ε (or ρ) per user in its window,
+    charged before the data is read; a repeated (query, window) is free.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        ledger: Ledger,
+        *,
+        dataset_id: str,
+        pool: str,
+        columns: ColumnMap | None = None,
+        salt: bytes | None = None,
+        analyst: str = "default",
+        confidence: float = 0.95,
+        noise: NoiseSource | None = None,
+    ) -> None:
+        if not isinstance(dataset_id, str) or not dataset_id:
+            raise DataError("dataset_id must be a non-empty string naming the dataset")
+        if not 0.0 < confidence < 1.0:
+            raise InvalidPrivacyParameter(f"confidence must lie in (0, 1), got {confidence!r}")
+        self.engine = engine
+        self.ledger = ledger
+        self.columns = columns or ColumnMap()
+        self._salt = salt if salt is not None else secrets.token_bytes(32)
+        self._noise = noise
+        self._config = _Config(
+            dataset_id=dataset_id, pool=pool, analyst=analyst, confidence=confidence
+        )
+        self._schema: frozenset[str] | None = None
+
+    def query_id(self, query: Query, window: str) -> str:
+        """SHA-256 of (query fingerprint, dataset id, window, confidence)."""
+        spec = {
+            "query": query.fingerprint(),
+            "dataset": self._config.dataset_id,
+            "window": window,
+            "confidence": self._config.confidence,
+        }
+        return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+
+    def check(self, query: Query) -> None:
+        """Validate the query against the source's schema (reads metadata, no rows).
+
+        Raises:
+            DataError: the source is missing, or a needed column is unmapped or
+                absent from it.
+        """
+        if not isinstance(query, Query):
+            raise DataError(f"{query!r} is not a dpllm query")
+        if self._schema is None:
+            self._schema = self.engine.column_names(self.columns.table)
+        for role in query.columns_needed():
+            name = getattr(self.columns, role)
+            if name is None:
+                raise DataError(
+                    f"query {query.name!r} needs a {role} column; add it to the column mapping"
+                )
+            if name not in self._schema:
+                known = ", ".join(sorted(self._schema))
+                raise DataError(
+                    f"unknown column {name!r} (mapped as {role}); the source has: {known}"
+                )
+
+    def release(self, query: Query, window: str) -> Release:
+        """Release ``query`` for ``window`` (an ISO week key such as ``2026-W47``).
+
+        Returns:
+            The stored release for this query id if there is one (no charge),
+            else a fresh release, charged to the pool for ``window``.
+
+        Raises:
+            DataError: bad window, missing source or column (nothing charged), or
+                data the query refuses (after the read: charged).
+            BudgetExceeded: the pool cannot take the cost (nothing charged).
+
+        Privacy: ``query.cost`` per user in ``window``.
+        """
+        parse_week(window)
+        self.check(query)
+        start, end = week_bounds(window)
+        scope = Scope(self.engine, self.columns, window, start, end, self._salt)
+        query_id = self.query_id(query, window)
+        cfg = self._config
+
+        def compute() -> Release:
+            exact = query.measure(scope)
+            return query.publish(
+                exact,
+                fingerprint=query_id,
+                window=window,
+                confidence=cfg.confidence,
+                noise=self._noise,
+            )
+
+        return release_once(
+            self.ledger,
+            query_id=query_id,
+            pool=cfg.pool,
+            window=window,
+            cost=query.cost,
+            compute=compute,
+            analyst=cfg.analyst,
+            description=f"{query.name} on {cfg.dataset_id}",
+        )
+
+    def release_all(self, queries: Mapping[str, Query], window: str) -> dict[str, Release]:
+        """Release each query for one window (each its own charge)."""
+        for q in queries.values():
+            self.check(q)
+        return {name: self.release(q, window) for name, q in queries.items()}
+
+    def trend(self, query: Query, windows: Sequence[str]) -> dict[str, Release]:
+        """The same query in several weeks, each charged to its own window.
+
+        Privacy: ``query.cost`` per user *in each window*; a user present in all
+        of them loses ``len(windows) × cost`` in total, which the pool's lifetime
+        cap bounds.
+        """
+        for w in windows:
+            parse_week(w)
+        self.check(query)
+        return {w: self.release(query, w) for w in windows}
+
+
+def _half_width(release: Release, confidence: float) -> float:
+    if release.mechanism == "discrete_laplace":
+        return discrete_laplace_half_width(release.noise_scale, confidence)
+    if release.mechanism == "discrete_gaussian":
+        return discrete_gaussian_half_width(release.noise_scale, confidence)
+    raise DataError(f"cannot derive shares from a {release.mechanism!r} release")
+
+
+def rating_shares(histogram: Release) -> dict[str, Release]:
+    """Shares of ratings ≥ 4 (``share_high``) and ≤ 2 (``share_low``) from a histogram.
+
+    Point estimate: the noisy bucket sum over the noisy total (buckets clamped
+    at 0). Interval: each of the five buckets gets a Bonferroni interval at level
+    ``1 − (1 − confidence)/5``; when all five hold (probability ≥ confidence) the
+    share lies in ``[A⁻/(A⁻ + B⁺), A⁺/(A⁺ + B⁻)]`` where A is the bucket group
+    and B the rest.
+
+    Privacy: post-processing of one release: free (its cost is the histogram's).
+    """
+    if list(histogram.labels) != ["1", "2", "3", "4", "5"]:
+        raise DataError("rating_shares needs the rating histogram release (labels 1–5)")
+    hw = _half_width(histogram, 1.0 - (1.0 - histogram.confidence) / 5.0)
+    v = [max(0.0, x) for x in histogram.values]
+    out: dict[str, Release] = {}
+    for name, group in (("share_high", (3, 4)), ("share_low", (0, 1))):
+        a = sum(v[i] for i in group)
+        b = sum(v[i] for i in range(5) if i not in group)
+        a_lo, a_hi = max(0.0, a - hw * len(group)), a + hw * len(group)
+        b_lo, b_hi = max(0.0, b - hw * (5 - len(group))), b + hw * (5 - len(group))
+        value = a / (a + b) if a + b > 0 else 0.5
+        lo = a_lo / (a_lo + b_hi) if a_lo + b_hi > 0 else 0.0
+        hi = a_hi / (a_hi + b_lo) if a_hi + b_lo > 0 else 1.0
+        out[name] = Release(
+            name=f"{histogram.name}.{name}",
+            values=(value,),
+            intervals=((min(lo, value), max(hi, value)),),
+            mechanism="derived",
+            noise_scale=histogram.noise_scale,
+            cost=histogram.cost,
+            fingerprint=histogram.fingerprint,
+            kind="proportion",
+            unit="share",
+            confidence=histogram.confidence,
+            privacy_unit=histogram.privacy_unit,
+            window=histogram.window,
+            seeded=histogram.seeded,
+            small_threshold=None,
+            notes=(f"post-processing of {histogram.name}; Bonferroni interval",),
+        )
+    return out
+
+
+def top_k(release: Release, k: int) -> list[str]:
+    """Labels of the k largest noisy values of a vector release (post-processing, free)."""
+    if not release.is_vector:
+        raise DataError(f"top_k needs a vector release, {release.name!r} is a scalar")
+    order = sorted(range(len(release.values)), key=lambda i: (-release.values[i], i))
+    return [release.labels[i] for i in order[: max(0, int(k))]]
