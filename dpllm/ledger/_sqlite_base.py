@@ -35,6 +35,17 @@ DEFAULT_WAIT_SECONDS = 30.0
 DEFAULT_BUSY_SECONDS = 30.0
 """SQLite busy timeout: how long a writer queues for the write lock."""
 
+# SQLite result codes meaning "the storage cannot be used right now" (not a bug).
+_UNAVAILABLE = (
+    "SQLITE_READONLY",
+    "SQLITE_CANTOPEN",
+    "SQLITE_BUSY",
+    "SQLITE_LOCKED",
+    "SQLITE_IOERR",
+    "SQLITE_FULL",
+    "SQLITE_PERM",
+)
+
 
 class SQLiteBase:
     """Storage machinery of :class:`~dpllm.ledger.sqlite.SQLiteLedger` (see there)."""
@@ -124,6 +135,12 @@ class SQLiteBase:
             yield conn
         except sqlite3.Error as exc:
             self._rollback(conn)
+            name = str(getattr(exc, "sqlite_errorname", ""))
+            if name.startswith(_UNAVAILABLE):
+                raise LedgerUnavailable(
+                    f"cannot write to the ledger {self.path}: {exc}. Nothing was recorded; "
+                    "check the file's permissions and free space"
+                ) from exc
             raise LedgerError(f"ledger {self.path}: {exc}. Nothing was recorded") from exc
         except BaseException:
             self._rollback(conn)
