@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from dpllm.errors import BudgetError, BudgetExceeded, BudgetPending, ConfigError, UnknownTicket
-from dpllm.ledger.base import Release, release_once
+from dpllm.ledger.base import release_once
 from dpllm.ledger.sqlite import SQLiteLedger
-from dpllm.release import Cost
+from dpllm.release import Cost, Release
 from tests.ledger.conftest import WEEK, audit_count, make_release, parts_sum, pure_pool
 
 Q = Cost.pure(0.25)
@@ -70,8 +70,8 @@ def test_approval_flow_end_to_end(tiers: SQLiteLedger) -> None:
     assert run(tiers, "f3", counter).values == (3.0,)  # then it is cached
     assert counter.calls == 3
     assert audit_count(tiers, "charge", "f3") == 1
-    assert tiers.balance("global", WEEK).spent == before + Q.micro == parts_sum(
-        tiers, "global", WEEK
+    assert (
+        tiers.balance("global", WEEK).spent == before + Q.micro == parts_sum(tiers, "global", WEEK)
     )
     assert [t.status for t in tiers.pending(status=None)] == ["used"]
     events = [e.event for e in tiers.history() if e.query_id == "f3"]
@@ -109,9 +109,9 @@ def test_approval_that_does_not_fit_changes_nothing(tiers: SQLiteLedger) -> None
     tiers.approve(tickets[0])  # default reserve from the pool's settings
     tiers.approve(tickets[1])
     snapshot = (tiers.balances(), len(tiers.history()))
-    with pytest.raises(BudgetExceeded) as info:  # the reserve (0.5) is used up
+    with pytest.raises(BudgetExceeded) as used_up:  # the reserve (0.5) is used up
         tiers.approve(tickets[2])
-    assert info.value.pool == "reserve"
+    assert used_up.value.pool == "reserve"
     assert (tiers.balances(), len(tiers.history())) == snapshot
     assert [t.ticket for t in tiers.pending()] == [tickets[2]]
 
