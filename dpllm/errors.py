@@ -16,7 +16,9 @@ keeps working for code that does not know dpllm::
     │   └── LedgerError (BudgetError, RuntimeError)    ledger storage unusable
     │       └── LedgerUnavailable (LedgerError, ConnectionError)
     ├── DataError (ValueError)                   bad data / SQL identifiers / sources
-    │   └── UnsafeIdentifier (DataError)         not a plain SQL name
+    │   ├── UnsafeIdentifier (DataError)         not a plain SQL name
+    │   └── InvalidReport (DataError)            a malformed local-DP report
+    │       └── DuplicateReport (InvalidReport)  second report of a user/metric/window
     ├── TemplateError (ValueError)               template syntax, lint, render
     │   ├── RawReleaseError (TemplateError, TypeError)  a Release printed raw
     │   ├── TemplateLintError (TemplateError)         the linter found problems
@@ -44,8 +46,10 @@ __all__ = [
     "ConfigError",
     "DPLLMError",
     "DataError",
+    "DuplicateReport",
     "GuardError",
     "InvalidPrivacyParameter",
+    "InvalidReport",
     "LedgerError",
     "LedgerUnavailable",
     "ModelAuthError",
@@ -154,6 +158,14 @@ class DataError(DPLLMError, ValueError):
 
 class UnsafeIdentifier(DataError):
     """An SQL identifier is not a plain name (letters, digits, underscore)."""
+
+
+class InvalidReport(DataError):
+    """A local-DP report is malformed or does not match its metric's mechanism and ε."""
+
+
+class DuplicateReport(InvalidReport):
+    """This user already reported this metric in this window; only one report counts."""
 
 
 class TemplateError(DPLLMError, ValueError):
