@@ -217,6 +217,12 @@ def _context_category(context: str) -> str | None:
     return best
 
 
+def _line_language(text: str, pos: int) -> str:
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return text_language(text[start : end if end != -1 else len(text)])
+
+
 def _stated_interval(m: NumberMention) -> tuple[float, float]:
     if m.bound == "<":
         return -math.inf, m.value
@@ -296,8 +302,9 @@ class Guard:
 
         Args:
             text: the (already redacted) text.
-            language: ``"en"``, ``"zh"`` or ``"auto"`` (Han characters → zh); the
-                language of the allowed forms and messages.
+            language: ``"en"``, ``"zh"`` or ``"auto"``; the language of the allowed
+                forms and messages. ``"auto"`` decides per line (Han characters → zh),
+                so a bilingual text gets each message in its line's language.
 
         Returns:
             A :class:`GuardReport`; ``report.ok`` when nothing is violated.
@@ -307,7 +314,8 @@ class Guard:
         """
         if not isinstance(text, str):
             raise GuardError(f"the guard checks text, got {type(text).__name__}")
-        if language == "auto":
+        auto = language == "auto"
+        if auto:
             language = text_language(text)
         if language not in ("en", "zh"):
             raise GuardError(f"language must be 'en', 'zh' or 'auto', got {language!r}")
@@ -321,10 +329,11 @@ class Guard:
                 continue
             target = self._match(text, m)
             matches.append(target.name if target else None)
+            lang = _line_language(text, m.span[0]) if auto else language
             if target is not None:
-                violations.extend(_judge(m, target, language))
+                violations.extend(_judge(m, target, lang))
             elif self._statistic_like(m):
-                v = _unsupported(m, language, self.release_names)
+                v = _unsupported(m, lang, self.release_names)
                 (violations if self._unsupported == "violation" else warnings).append(v)
         return GuardReport(
             text, language, mentions, tuple(matches), tuple(violations), tuple(warnings)
@@ -371,7 +380,7 @@ def _unit_suffix(m: NumberMention, language: str) -> str:
         return "%"
     if not m.unit:
         return ""
-    return m.unit if language == "zh" else f" {m.unit}"
+    return m.unit if language == "zh" and not m.unit.isascii() else f" {m.unit}"
 
 
 def _allowed_forms(m: NumberMention, t: _Target, language: str) -> tuple[str, str]:
