@@ -1,0 +1,169 @@
+"""The statistics runner against a real SQLite ledger: caching, refunds, bad input."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from pathlib import Path
+
+import pytest
+
+from dpllm.data.engines import SQLiteEngine
+from dpllm.data.queries import FeedbackCount, MeanRating, RatingHistogram
+from dpllm.data.sql import ColumnMap
+from dpllm.data.stats import StatsRunner, default_catalogue, rating_shares, top_k
+from dpllm.errors import BudgetExceeded, DataError
+from dpllm.ledger.base import PoolSpec
+from dpllm.ledger.sqlite import SQLiteLedger
+from dpllm.privacy.noise import SeededNoise
+from dpllm.release import Cost, Measure
+from tests.data._helpers import COLUMNS, COURSES, MONDAY, WEEK, Rec, random_records, write_sqlite
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    return write_sqlite(tmp_path / "f.db", random_records(random.Random(3), users=30, heavy=2))
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> SQLiteLedger:
+    led = SQLiteLedger(tmp_path / "ledger.db")
+    led.ensure_pool(PoolSpec("stats", Measure.PURE, window_cap=3_000_000))
+    return led
+
+
+def runner(data: Path, ledger: SQLiteLedger, columns: ColumnMap = COLUMNS) -> StatsRunner:
+    return StatsRunner(
+        SQLiteEngine(data), ledger, dataset_id="test", pool="stats", columns=columns, salt=b"s"
+    )
+
+
+def spent(ledger: SQLiteLedger, window: str = WEEK) -> int:
+    return ledger.balance("stats", window).spent
+
+
+def test_same_query_and_window_twice_is_one_charge(data: Path, ledger: SQLiteLedger) -> None:
+    r = runner(data, ledger)
+    q = FeedbackCount(epsilon=0.5)
+    first = r.release(q, WEEK)
+    assert spent(ledger) == 500_000
+    second = runner(data, ledger).release(q, WEEK)  # a new process, same ledger
+    assert spent(ledger) == 500_000
+    assert second.to_dict() == first.to_dict()
+    assert first.fingerprint == r.query_id(q, WEEK)
+    assert not first.seeded and first.window == WEEK and first.cost == Cost.pure(0.5)
+    # A different window or query is a new charge.
+    r.release(q, "2026-W48")
+    assert spent(ledger, "2026-W48") == 500_000
+    r.release(FeedbackCount(epsilon=0.5, max_records=3), WEEK)
+    assert spent(ledger) == 1_000_000
+
+
+def test_catalogue_releases_everything_with_intervals(data: Path, ledger: SQLiteLedger) -> None:
+    cat = default_catalogue(courses=COURSES)
+    out = runner(data, ledger).release_all(cat, WEEK)
+    assert set(out) == set(cat)
+    assert spent(ledger) == sum(q.cost.micro for q in cat.values())
+    for rel in out.values():
+        for v, (lo, hi) in zip(rel.values, rel.intervals, strict=True):
+            assert lo <= v <= hi
+    assert 1.0 <= out["mean_rating"].value <= 5.0
+    assert out["rating_histogram"].labels == ("1", "2", "3", "4", "5")
+    shares = rating_shares(out["rating_histogram"])
+    for s in shares.values():
+        lo, hi = s.interval
+        assert 0.0 <= lo <= s.value <= hi <= 1.0
+        assert s.cost == out["rating_histogram"].cost
+    top = top_k(out["topic_counts"], 3)
+    assert len(top) == 3 and set(top) <= set(out["topic_counts"].labels)
+
+
+def test_trend_charges_each_week(data: Path, ledger: SQLiteLedger) -> None:
+    weeks = ["2026-W46", "2026-W47", "2026-W48"]
+    out = runner(data, ledger).trend(MeanRating(epsilon=0.4), weeks)
+    assert list(out) == weeks
+    assert [spent(ledger, w) for w in weeks] == [400_000] * 3
+
+
+def test_empty_week_still_releases(data: Path, ledger: SQLiteLedger) -> None:
+    rel = runner(data, ledger).release(RatingHistogram(epsilon=1.0), "2030-W01")
+    assert len(rel.values) == 5 and spent(ledger, "2030-W01") == 1_000_000
+
+
+@pytest.mark.parametrize(
+    ("columns", "message"),
+    [
+        (ColumnMap(rating="stars"), "unknown column 'stars'"),
+        (ColumnMap(table="nope"), "no such table"),
+    ],
+)
+def test_failures_before_reading_charge_nothing(
+    data: Path, ledger: SQLiteLedger, columns: ColumnMap, message: str
+) -> None:
+    with pytest.raises(DataError, match=message):
+        runner(data, ledger, columns).release(MeanRating(epsilon=0.5), WEEK)
+    assert spent(ledger) == 0
+
+
+def test_bad_window_and_missing_course_column_charge_nothing(
+    data: Path, ledger: SQLiteLedger
+) -> None:
+    from dpllm.data.queries import CourseBreakdown
+
+    r = runner(data, ledger, ColumnMap())
+    with pytest.raises(DataError, match="ISO week"):
+        r.release(FeedbackCount(epsilon=0.5), "last week")
+    with pytest.raises(DataError, match="course column"):
+        r.release(CourseBreakdown(epsilon=0.5, courses=COURSES), WEEK)
+    assert spent(ledger) == 0
+
+
+def test_budget_exceeded_charges_nothing(data: Path, ledger: SQLiteLedger) -> None:
+    with pytest.raises(BudgetExceeded):
+        runner(data, ledger).release(FeedbackCount(epsilon=5.0), WEEK)
+    assert spent(ledger) == 0
+
+
+def test_reject_policy_fails_after_the_read_and_stays_charged(
+    data: Path, ledger: SQLiteLedger
+) -> None:
+    # The fixture data holds ratings such as 0, 6 and 9.5 in this week.
+    with pytest.raises(DataError, match="outside 1–5"):
+        runner(data, ledger).release(MeanRating(epsilon=0.5, out_of_range="reject"), WEEK)
+    assert spent(ledger) == 500_000  # a data-dependent failure is itself a signal
+
+
+def test_null_nan_and_out_of_range_ratings(tmp_path: Path, ledger: SQLiteLedger) -> None:
+    t = MONDAY + dt.timedelta(hours=1)
+    recs = [
+        Rec("a", None, "x", t, None),
+        Rec("b", float("nan"), "x", t, None),
+        Rec("c", 9.0, "x", t, None),  # clamped to 5
+        Rec("d", -1.0, "x", t, None),  # clamped to 1
+        Rec("e", 3.0, "x", t, None),
+    ]
+    path = write_sqlite(tmp_path / "bad.db", recs)
+    ledger.ensure_pool(PoolSpec("test_only", Measure.PURE, window_cap=10**10))
+    r = StatsRunner(
+        SQLiteEngine(path),
+        ledger,
+        dataset_id="bad",
+        pool="test_only",
+        salt=b"s",
+        noise=SeededNoise(1),
+    )
+    hist = r.release(RatingHistogram(epsilon=1000.0), WEEK)
+    assert hist.seeded
+    assert [round(v) for v in hist.values] == [1, 0, 1, 0, 1]
+    dropped = r.release(RatingHistogram(epsilon=1000.0, out_of_range="drop"), WEEK)
+    assert [round(v) for v in dropped.values] == [0, 0, 1, 0, 0]
+
+
+def test_query_ids_differ_by_dataset_and_window(data: Path, ledger: SQLiteLedger) -> None:
+    a = runner(data, ledger)
+    b = StatsRunner(SQLiteEngine(data), ledger, dataset_id="other", pool="stats")
+    q = FeedbackCount(epsilon=0.5)
+    ids = {a.query_id(q, WEEK), a.query_id(q, "2026-W48"), b.query_id(q, WEEK)}
+    assert len(ids) == 3
+    assert a.query_id(q, WEEK) == a.query_id(FeedbackCount(epsilon=0.5), WEEK)
+    assert hash(q) == hash(FeedbackCount(epsilon=0.5))
