@@ -1,0 +1,276 @@
+"""``dpllm budget``: read the privacy-budget ledger and decide on queued requests.
+
+Commands: ``show`` (balances per pool and window, and the worst-case loss of a
+user present in every window), ``history [--json]`` (the audit log),
+``pending``, ``approve ID [--from POOL]`` and ``deny ID``. Every command takes
+``--ledger PATH`` (default ``.dpllm/ledger.db``, or ``$DPLLM_LEDGER``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from decimal import Decimal
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+from dpllm.errors import DPLLMError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from dpllm.ledger.base import PoolSpec
+    from dpllm.ledger.sqlite import SQLiteLedger
+
+__all__ = ["DEFAULT_LEDGER_PATH", "register"]
+
+DEFAULT_LEDGER_PATH = ".dpllm/ledger.db"
+
+budget_app = typer.Typer(
+    name="budget",
+    help="Privacy budget: balances, audit log, and the approval queue.",
+    no_args_is_help=True,
+)
+
+LedgerOption = Annotated[
+    str,
+    typer.Option(
+        "--ledger",
+        envvar="DPLLM_LEDGER",
+        help="The ledger database file.",
+        show_default=True,
+    ),
+]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``budget`` command group to the ``dpllm`` app."""
+    app.add_typer(budget_app, name="budget")
+
+
+def _fail(error: Exception) -> NoReturn:
+    typer.echo(f"error: {error}", err=True)
+    raise typer.Exit(code=1)
+
+
+def _open(path: str) -> SQLiteLedger:
+    from dpllm.ledger.sqlite import SQLiteLedger
+
+    try:
+        return SQLiteLedger(path, create=False)
+    except DPLLMError as exc:
+        _fail(exc)
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)
+    return console
+
+
+def _amount(micro: int) -> str:
+    """Exact micro-units as a decimal (``250000`` → ``0.25``)."""
+    text = format(Decimal(micro).scaleb(-6).normalize(), "f")
+    return text
+
+
+def _symbol(pool: PoolSpec) -> str:
+    return "ε" if pool.measure.value == "pure" else "ρ"
+
+
+def _as_epsilon(pool: PoolSpec, micro: int) -> str:
+    """``micro`` of ``pool``'s measure as an ε statement (with δ for zCDP)."""
+    from dpllm.release import Cost
+
+    cost = Cost(pool.measure, micro)
+    epsilon, delta = cost.to_epsilon_delta(delta=pool.delta)
+    if pool.measure.value == "pure":
+        return f"ε = {_amount(micro)}"
+    return f"ρ = {_amount(micro)} → (ε = {epsilon:.4g}, δ = {delta:g})"
+
+
+@budget_app.command("show")
+def show(
+    ledger_path: LedgerOption = DEFAULT_LEDGER_PATH,
+    window: Annotated[str | None, typer.Option(help="Only this window (2026-W47).")] = None,
+    pool: Annotated[str | None, typer.Option(help="Only this pool.")] = None,
+) -> None:
+    """Balances per pool and window, lifetime totals, and the worst-case loss per user."""
+    from rich.table import Table
+
+    from dpllm.windows import parse_week
+
+    ledger = _open(ledger_path)
+    try:
+        if window is not None:
+            parse_week(window)
+        pools = {p.name: p for p in ledger.pools()}
+        if pool is not None and pool not in pools:
+            ledger.balance(pool, window or "2026-W01")  # raises UnknownPool
+        balances = [
+            b
+            for b in ledger.balances()
+            if (window is None or b.window == window) and (pool is None or b.pool == pool)
+        ]
+        unreleased = ledger.unreleased()
+    except DPLLMError as exc:
+        _fail(exc)
+    console = _console()
+    if not pools:
+        console.print("No pools are configured in this ledger yet.")
+        return
+    table = Table(title=f"Privacy budget — {ledger_path}")
+    for heading in ("pool", "window", "spent", "remaining", "window cap", "lifetime"):
+        table.add_column(heading, justify="left" if heading in ("pool", "window") else "right")
+    for b in balances:
+        spec = pools[b.pool]
+        sym = _symbol(spec)
+        cap = _amount(b.window_cap)
+        if b.granted:
+            cap += f" ({'+' if b.granted > 0 else '−'}{_amount(abs(b.granted))} approved)"
+        life_cap = "no cap" if b.lifetime_cap is None else _amount(b.lifetime_cap)
+        table.add_row(
+            b.pool,
+            b.window,
+            f"{sym} {_amount(b.spent)}",
+            f"{sym} {_amount(b.remaining)}",
+            f"{sym} {cap}",
+            f"{sym} {_amount(b.lifetime_spent)} / {life_cap}",
+        )
+    console.print(table)
+    if not balances:
+        console.print("Nothing has been charged" + (f" in {window}" if window else "") + ".")
+
+    loss = Table(
+        title="Worst-case cumulative loss of a user present in every window",
+        caption="so far: the sum over all windows; bound: the lifetime cap",
+    )
+    for heading in ("pool", "windows", "so far", "bound"):
+        loss.add_column(heading)
+    for spec in pools.values():
+        if pool is not None and spec.name != pool:
+            continue
+        windows = {b.window for b in ledger.balances() if b.pool == spec.name and b.spent}
+        spent = ledger.lifetime_spent(spec.name)
+        bound = (
+            "unbounded (no lifetime cap)"
+            if spec.lifetime_cap is None
+            else _as_epsilon(spec, spec.lifetime_cap)
+        )
+        loss.add_row(spec.name, str(len(windows)), _as_epsilon(spec, spent), bound)
+    console.print(loss)
+
+    if unreleased:
+        stale = Table(title="Charged, not released (a retry of the same query takes it over)")
+        for heading in ("query id", "pool", "window", "cost", "state"):
+            stale.add_column(heading)
+        for record in unreleased:
+            if record.owner is None and record.ticket is not None:
+                state = f"approved (ticket {record.ticket}), waiting for its run"
+            elif record.owner is None:
+                state = "data read, no release stored"
+            else:
+                state = f"held by {record.owner}"
+            stale.add_row(
+                record.query_id, record.pool, record.window, record.cost.describe(), state
+            )
+        console.print(stale)
+
+
+@budget_app.command("history")
+def history(
+    ledger_path: LedgerOption = DEFAULT_LEDGER_PATH,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines' array.")] = False,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the most recent N.")] = None,
+) -> None:
+    """The audit log: every charge, refusal, refund, approval and cache hit."""
+    from rich.table import Table
+
+    ledger = _open(ledger_path)
+    try:
+        events = ledger.history(limit=limit)
+    except DPLLMError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(json.dumps([asdict(e) for e in events], ensure_ascii=False, indent=2))
+        return
+    table = Table(title=f"Audit log — {ledger_path}")
+    for heading in ("time", "event", "analyst", "pool", "window", "query id", "amount", "detail"):
+        table.add_column(heading)
+    for e in events:
+        table.add_row(
+            e.time, e.event, e.analyst, e.pool, e.window, e.query_id,
+            _amount(e.micro) if e.micro else "", e.detail,
+        )  # fmt: skip
+    _console().print(table)
+
+
+@budget_app.command("pending")
+def pending(
+    ledger_path: LedgerOption = DEFAULT_LEDGER_PATH,
+    show_all: Annotated[bool, typer.Option("--all", help="Include decided tickets.")] = False,
+) -> None:
+    """Requests waiting for approval."""
+    from rich.table import Table
+
+    ledger = _open(ledger_path)
+    try:
+        tickets = ledger.pending(status=None if show_all else "pending")
+    except DPLLMError as exc:
+        _fail(exc)
+    console = _console()
+    if not tickets:
+        console.print("No requests are waiting for approval.")
+        return
+    table = Table(title="Approval queue")
+    for heading in ("ticket", "status", "pool", "window", "cost", "analyst", "query id", "why"):
+        table.add_column(heading)
+    for t in tickets:
+        table.add_row(
+            t.ticket, t.status, t.pool, t.window, t.cost.describe(), t.analyst, t.query_id,
+            t.description,
+        )  # fmt: skip
+    console.print(table)
+
+
+@budget_app.command("approve")
+def approve(
+    ticket: Annotated[str, typer.Argument(help="The ticket id (see `dpllm budget pending`).")],
+    ledger_path: LedgerOption = DEFAULT_LEDGER_PATH,
+    from_pool: Annotated[
+        str | None,
+        typer.Option("--from", help="Reserve pool to move the budget from (default: its reserve)."),
+    ] = None,
+    by: Annotated[str, typer.Option("--by", help="Approver, for the audit log.")] = "admin",
+) -> None:
+    """Approve a queued request: move budget from a reserve; the query then runs once."""
+    ledger = _open(ledger_path)
+    try:
+        request = ledger.approve(ticket, approver=by, from_pool=from_pool)
+    except DPLLMError as exc:
+        _fail(exc)
+    source = f" from {from_pool!r}" if from_pool else ""
+    typer.echo(
+        f"approved ticket {ticket}: {request.cost.describe()} for pool {request.pool!r} in "
+        f"{request.window}{source}. Run the same query again; it runs once."
+    )
+
+
+@budget_app.command("deny")
+def deny(
+    ticket: Annotated[str, typer.Argument(help="The ticket id (see `dpllm budget pending`).")],
+    ledger_path: LedgerOption = DEFAULT_LEDGER_PATH,
+    reason: Annotated[str, typer.Option(help="Why, for the audit log.")] = "",
+    by: Annotated[str, typer.Option("--by", help="Approver, for the audit log.")] = "admin",
+) -> None:
+    """Deny a queued request; retries of that query are refused."""
+    ledger = _open(ledger_path)
+    try:
+        request = ledger.deny(ticket, approver=by, reason=reason)
+    except DPLLMError as exc:
+        _fail(exc)
+    typer.echo(f"denied ticket {ticket} ({request.cost.describe()} for pool {request.pool!r}).")
