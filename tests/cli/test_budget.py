@@ -1,0 +1,150 @@
+"""``dpllm budget``: show, history, pending, approve, deny — through Typer's CliRunner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dpllm.cli import app
+from dpllm.errors import BudgetPending
+from dpllm.ledger.base import PoolSpec, release_once
+from dpllm.ledger.sqlite import SQLiteLedger
+from dpllm.release import Cost, Measure, Release
+
+WEEK = "2026-W47"
+Q = Cost.pure(0.25)
+
+
+def _release(qid: str, cost: Cost) -> Release:
+    return Release(name="count", values=(3.0,), intervals=((1.0, 5.0),), mechanism="discrete_laplace",
+                   noise_scale=1.0, cost=cost, fingerprint=qid, window=WEEK)  # fmt: skip
+
+
+def _run(ledger: SQLiteLedger, qid: str, pool: str = "flex", cost: Cost = Q) -> None:
+    release_once(ledger, query_id=qid, pool=pool, window=WEEK, cost=cost,
+                 compute=lambda: _release(qid, cost), analyst="ana")  # fmt: skip
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "ledger.db"
+    ledger = SQLiteLedger(path)
+    ledger.ensure_pool(PoolSpec("global", Measure.PURE, Cost.pure(2).micro,
+                                lifetime_cap=Cost.pure(10).micro))  # fmt: skip
+    ledger.ensure_pool(PoolSpec("reserve", Measure.PURE, Cost.pure(0.5).micro, parent="global"))
+    ledger.ensure_pool(PoolSpec("flex", Measure.PURE, Cost.pure(0.5).micro, parent="global",
+                                on_exceed="queue"))  # fmt: skip
+    ledger.ensure_pool(PoolSpec("z", Measure.ZCDP, Cost.zcdp(1).micro,
+                                lifetime_cap=Cost.zcdp(4).micro, delta=1e-6))  # fmt: skip
+    _run(ledger, "f1")
+    _run(ledger, "f2")
+    _run(ledger, "z1", pool="z", cost=Cost.zcdp(0.5))
+    return path
+
+
+def _pending_ticket(db: Path) -> str:
+    with pytest.raises(BudgetPending) as info:
+        _run(SQLiteLedger(db), "f3")
+    return info.value.ticket
+
+
+runner = CliRunner()
+
+
+def test_show_prints_balances_and_worst_case_loss(db: Path) -> None:
+    result = runner.invoke(app, ["budget", "show", "--ledger", str(db)])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "flex" in out and WEEK in out
+    assert "ε 0.5 / no cap" in out  # flex: lifetime spent / cap
+    assert "ε 1.5" in out  # global remaining in the window
+    assert "Worst-case cumulative loss of a user present in every window" in out
+    assert "ρ = 0.5 → (ε = 5.757" in out  # 0.5 + 2·√(0.5·ln 10⁶)
+    assert "ε = 10" in out  # global's lifetime bound
+    assert "unbounded" in out
+
+
+def test_show_filters_and_lists_unreleased(db: Path) -> None:
+    ledger = SQLiteLedger(db)
+    with pytest.raises(KeyError):
+        with ledger.charging(query_id="broken", pool="global", window=WEEK, cost=Q) as c:
+            c.data_read()
+            raise KeyError("engine crashed after reading")
+    result = runner.invoke(app, ["budget", "show", "--ledger", str(db), "--pool", "global"])
+    assert result.exit_code == 0, result.output
+    assert "Charged, not released" in result.output and "broken" in result.output
+    assert "flex" not in result.output.split("Worst-case")[0]
+
+
+def test_history_json(db: Path) -> None:
+    result = runner.invoke(app, ["budget", "history", "--ledger", str(db), "--json"])
+    assert result.exit_code == 0, result.output
+    events = json.loads(result.output)
+    charges = [e for e in events if e["event"] == "charge"]
+    assert [e["query_id"] for e in charges] == ["f1", "f2", "z1"]
+    assert charges[0]["analyst"] == "ana" and charges[0]["micro"] == Q.micro
+    limited = runner.invoke(
+        app, ["budget", "history", "--ledger", str(db), "--json", "--limit", "1"]
+    )
+    assert len(json.loads(limited.output)) == 1
+    table = runner.invoke(app, ["budget", "history", "--ledger", str(db)])
+    assert table.exit_code == 0 and "cache_hit" not in table.output and "f2" in table.output
+
+
+def test_pending_approve_flow(db: Path) -> None:
+    ticket = _pending_ticket(db)
+    listed = runner.invoke(app, ["budget", "pending", "--ledger", str(db)])
+    assert listed.exit_code == 0 and ticket in listed.output and "f3" in listed.output
+    approved = runner.invoke(
+        app, ["budget", "approve", ticket, "--from", "reserve", "--by", "boss", "--ledger", str(db)]
+    )
+    assert approved.exit_code == 0, approved.output
+    assert f"approved ticket {ticket}" in approved.output
+    assert (
+        "No requests are waiting"
+        in runner.invoke(app, ["budget", "pending", "--ledger", str(db)]).output
+    )
+    _run(SQLiteLedger(db), "f3")  # now it runs once
+    ledger = SQLiteLedger(db)
+    assert ledger.get_release("f3") is not None
+    assert ledger.balance("reserve", WEEK).granted == -Q.micro
+    again = runner.invoke(app, ["budget", "approve", ticket, "--ledger", str(db)])
+    assert again.exit_code == 1 and "already" in again.output
+
+
+def test_deny(db: Path) -> None:
+    ticket = _pending_ticket(db)
+    result = runner.invoke(app, ["budget", "deny", ticket, "--reason", "no", "--ledger", str(db)])
+    assert result.exit_code == 0 and "denied" in result.output
+    everything = runner.invoke(app, ["budget", "pending", "--all", "--ledger", str(db)])
+    assert "denied" in everything.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["budget", "approve", "nope"], "no approval ticket"),
+        (["budget", "deny", "nope"], "no approval ticket"),
+        (["budget", "show", "--window", "week47"], "malformed window key"),
+        (["budget", "show", "--pool", "nobody"], "unknown pool"),
+    ],
+)
+def test_errors_are_clear_and_exit_1(db: Path, args: list[str], message: str) -> None:
+    result = runner.invoke(app, [*args, "--ledger", str(db)])
+    assert result.exit_code == 1
+    assert message in result.output
+
+
+def test_missing_ledger(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["budget", "show", "--ledger", str(tmp_path / "none.db")])
+    assert result.exit_code == 1 and "no ledger at" in result.output
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_ledger_from_environment(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DPLLM_LEDGER", str(db))
+    result = runner.invoke(app, ["budget", "show"])
+    assert result.exit_code == 0 and "flex" in result.output
