@@ -60,8 +60,19 @@ _ZH_NAME_STOP = frozenset(
     "尤其 阳光 时刻 时代 穆斯 农民 司法 古老 吉他 缪斯 简历 车票 项羽 连忙 芦苇 麦克 褚色 娄子 "
     "窦性 戚戚 岑寂 景点 党委 宫廷 费劲 冷门 晏子 席位 卫星 米兰 柏林 宗旨 瞿塘 桂林 全员 佟家 "
     "应聘 臧否 闵行 苟且 邬家 边缘 卞家 姬妾 师傅 和蔼 仇人 隋朝 商务 刁难 沙滩 荣幸 巫师 寇仇 "
-    "谢谢 感谢 桑叶 郎君 甄别 丛林 仲裁 虞美 敖包 巩固 明朗 佘山 池子 查找 麻烦 苑囿 迟早 邝家 老师 同学".split()
+    "谢谢 感谢 申请人 负责人 联系人 管理员 桑叶 郎君 甄别 丛林 仲裁 虞美 敖包 巩固 明朗 佘山 池子 查找 麻烦 苑囿 迟早 邝家 老师 同学".split()
 )
+# Characters common in given names; a one-character token of these after a surname+given
+# pair extends the name (jieba often cuts 王思远 as 王思 + 远).
+_ZH_GIVEN_CHARS = frozenset(
+    "伟芳娜敏静丽强磊军洋勇艳杰娟涛明超秀霞平刚桂英华玉兰萍建国红梅志宏鹏辉晓丹宇欣怡子涵浩然"
+    "雨轩梓萱思远佳琪嘉文博俊峰斌婷雪琳颖慧莉倩秋燕凤洁琴云彬林鑫昊睿泽晨阳旭瑞凯航杰宁婉婧"
+    "诗琦璐茜蕾薇莹雯岚瑶悦妍曦彤淑珍翠荣德福贵春兵飞斌龙海亮毅剑坤永健成安"
+)
+# jieba's HMM glues a following function character onto a new name (张伟下周 → 张伟下 + 周).
+_ZH_NAME_TRAILERS = frozenset("下上的了说在是和与到去来也都就还很给让把被对向跟们则又再要会能想")
+# Place-name endings: a dictionary ``ns`` word is a place only with one of these.
+_ZH_PLACE_SUFFIX = frozenset("省市区县镇乡村路街道州山江河湖岛港湾")
 _ZH_STOPWORDS = frozenset(
     "的 了 是 在 和 与 及 或 也 都 就 而 及其 我 你 他 她 它 我们 你们 他们 这 那 这个 那个 "
     "一个 有 没有 不 很 还 又 把 被 给 对 从 向 让 之 其 为 以 于 上 下 中 呢 吗 吧 啊 呀 嗯".split()
@@ -205,7 +216,8 @@ class DualNlpEngine(NlpEngine):
         entities = [
             NerSpan(_EN_LABELS[e.label_], e.start_char, e.end_char)
             for e in doc.ents
-            if e.label_ in _EN_LABELS
+            # the small model sometimes calls an order code like DD2026… a person
+            if e.label_ in _EN_LABELS and not any(ch.isdigit() for ch in e.text)
         ]
         return self._artifacts("en", words, starts, entities, [0.85] * len(entities))
 
@@ -225,8 +237,9 @@ class DualNlpEngine(NlpEngine):
 
         A person is a dictionary ``nr`` word or a word jieba's HMM discovered (not in the
         dictionary), 2–4 CJK characters starting with a common surname; a surname character
-        followed by a one- or two-character unknown given name is joined. A place is a
-        dictionary ``ns`` word of at least two characters.
+        followed by a one- or two-character unknown (or given-name) word is joined, and a
+        two-character name followed by a given-name character is extended. A place is a
+        dictionary ``ns`` word ending in a place suffix (省, 市, 区, 路 …).
         """
         tags = self._tags
         entities: list[NerSpan] = []
@@ -240,17 +253,29 @@ class DualNlpEngine(NlpEngine):
             if _is_cjk(word) and word not in _ZH_NAME_STOP and len(set(word)) > 1:
                 has_surname = word[0] in ZH_SURNAMES or word[:2] in ZH_COMPOUND_SURNAMES
                 if 2 <= size <= 4 and has_surname and tag in ("nr", None):
-                    entities.append(NerSpan("PERSON", starts[i], starts[i] + size))
+                    if tag is None and size == 3 and word[-1] in _ZH_NAME_TRAILERS:
+                        size = 2
+                    start, end = starts[i], starts[i] + size
+                    if size == 2 and i + 1 < n and words[i + 1] in _ZH_GIVEN_CHARS:
+                        end += 1
+                        i += 1
+                    entities.append(NerSpan("PERSON", start, end))
                     scores.append(0.75 if tag == "nr" else 0.6)
                 elif size == 1 and has_surname and i + 1 < n:
                     nxt = words[i + 1]
-                    if _is_cjk(nxt) and len(nxt) <= 2 and tags.get(nxt) in (None, "nr"):
+                    if (
+                        _is_cjk(nxt)
+                        and len(nxt) <= 2
+                        and (
+                            tags.get(nxt) in (None, "nr") or all(c in _ZH_GIVEN_CHARS for c in nxt)
+                        )
+                    ):
                         end = starts[i + 1] + len(nxt)
                         entities.append(NerSpan("PERSON", starts[i], end))
                         scores.append(0.55)
                         i += 2
                         continue
-                elif size >= 2 and tag == "ns":
+                elif size >= 2 and tag == "ns" and word[-1] in _ZH_PLACE_SUFFIX:
                     entities.append(NerSpan("LOCATION", starts[i], starts[i] + size))
                     scores.append(0.5)
             i += 1

@@ -1,0 +1,157 @@
+"""Redactor behaviour: languages, operators, allow-list, vault, offline guarantee, corpus."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from dpllm.errors import RedactionError
+from dpllm.redact import MaskOperator, Redactor, Vault, detect_language
+from dpllm.redact.evaluate import STRUCTURED, evaluate, load_corpus
+
+CORPUS = Path(__file__).parents[1] / "data" / "redact_corpus.jsonl"
+ZH = "我叫张伟，手机号13812345678，邮箱zhangwei@example.com，谢谢。"
+EN = "Hi, I'm Emily Carter. Call me at 138-1234-5678 or email emily.carter@example.com."
+
+
+@pytest.mark.parametrize(
+    ("text", "lang"),
+    [(ZH, "zh"), (EN, "en"), ("", "en"), ("Week 2026-W47: 张伟 said hi to everyone here", "en")],
+)
+def test_detect_language(text: str, lang: str) -> None:
+    assert detect_language(text) == lang
+
+
+def test_placeholders_per_language(redactor: Redactor) -> None:
+    zh = redactor.redact(ZH)
+    assert zh.language == "zh"
+    assert zh.text == "我叫[姓名]，手机号[手机号]，邮箱[邮箱]，谢谢。"
+    assert dict(zh.counts) == {"EMAIL_ADDRESS": 1, "PERSON": 1, "PHONE_NUMBER": 1}
+    en = redactor.redact(EN)
+    assert en.text == "Hi, I'm <PERSON>. Call me at <PHONE_NUMBER> or email <EMAIL_ADDRESS>."
+    for span in en.spans:  # offsets point into the original
+        assert EN[span.start : span.end] in {
+            "Emily Carter",
+            "138-1234-5678",
+            "emily.carter@example.com",
+        }
+
+
+def test_result_is_frozen_and_logs_no_values(redactor: Redactor) -> None:
+    result = redactor.redact(ZH)
+    with pytest.raises(AttributeError):
+        result.text = "x"  # type: ignore[misc]
+    assert "13812345678" not in repr(result.spans) + repr(dict(result.counts))
+
+
+def test_mask_and_hash(redactor: Redactor) -> None:
+    masked = redactor.redact("手机13812345678", operator="mask").text
+    assert masked == "手机***********"
+    kept = redactor.redact("手机13812345678", operator=MaskOperator(keep=4)).text
+    assert kept == "手机*******5678"
+    a = redactor.redact("手机13812345678", operator="hash", scope="s1").text
+    b = redactor.redact("电话13812345678", operator="hash", scope="s1").text
+    c = redactor.redact("手机13812345678", operator="hash", scope="s2").text
+    assert a[2:] == b[2:] and a.startswith("手机[手机号_") and a != c
+
+
+def test_hash_needs_a_key() -> None:
+    bare = Redactor.__new__(Redactor)  # avoid reloading models: only the registry matters
+    from dpllm.redact.engine import _builtin_operators
+    from dpllm.redact.operators import OperatorRegistry
+
+    bare.operators = OperatorRegistry(_builtin_operators(None))
+    with pytest.raises(RedactionError, match="hmac_key"):
+        bare.operators.get("hash")
+
+
+@pytest.mark.parametrize("bad", [{"language": "fr"}, {"operator": "nope"}, {"allow": "3074185296"}])
+def test_bad_arguments(redactor: Redactor, bad: dict[str, object]) -> None:
+    with pytest.raises(RedactionError):
+        redactor.redact(ZH, **bad)  # type: ignore[arg-type]
+
+
+def test_allow_list(redactor: Redactor) -> None:
+    text = "Week 2026-W47 had 3074185296 views; call 415-555-0134."
+    assert redactor.redact(text).counts.get("PHONE_NUMBER") == 2
+    allowed = redactor.redact(text, allow=["3074185296"])
+    assert allowed.text == "Week 2026-W47 had 3074185296 views; call <PHONE_NUMBER>."
+    zh = redactor.redact("本周访问量13074185296次", allow=["13074185296"])
+    assert zh.spans == ()
+
+
+def test_allowed_substring_does_not_shield_a_longer_number(redactor: Redactor) -> None:
+    assert redactor.redact("手机13812345678", allow=["1381"]).counts == {"PHONE_NUMBER": 1}
+
+
+def test_vault_round_trip(redactor: Redactor) -> None:
+    vault = Vault()
+    text = "张伟的手机是138 1234 5678，邮箱zhangwei@example.com。张伟下周到。"
+    pseudo = redactor.pseudonymise(text, vault=vault)
+    assert "13812345678" not in pseudo.text.replace(" ", "") and "张伟" not in pseudo.text
+    tokens = vault.tokens()
+    assert len(tokens) == 3  # 张伟 twice → one token
+    restored = {vault.restore(token) for token in tokens}
+    assert restored == {"张伟", "138 1234 5678", "zhangwei@example.com"}
+    answer = "好的，" + "、".join(tokens) + "。"
+    assert vault.restore(answer) == "好的，" + "、".join(vault.restore(t) for t in tokens) + "。"
+    assert vault.restore(pseudo.text) == text
+    assert "张伟" not in repr(vault)
+
+
+def test_vaults_do_not_share_tokens(redactor: Redactor) -> None:
+    one, two = Vault(), Vault()
+    a = redactor.pseudonymise(EN, vault=one).text
+    b = redactor.pseudonymise(EN, vault=two).text
+    assert a != b and two.restore(a) == a
+
+
+def test_concurrent_redaction(redactor: Redactor) -> None:
+    expected = redactor.redact(ZH).text
+    results: list[str] = []
+
+    def work() -> None:
+        results.extend(redactor.redact(ZH).text for _ in range(5))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [expected] * 20
+
+
+def test_offline_guarantee(no_network: None) -> None:
+    fresh = Redactor()  # construction (spaCy, jieba, tldextract) with sockets refused
+    assert fresh.redact(ZH).counts["EMAIL_ADDRESS"] == 1
+    assert fresh.redact(EN).counts["EMAIL_ADDRESS"] == 1
+
+
+def test_long_chinese_text(redactor: Redactor) -> None:
+    text = (ZH + "课程内容很丰富，老师讲得很清楚。") * 400  # ~20,000 characters
+    result = redactor.redact(text)
+    assert result.counts["PHONE_NUMBER"] == 400
+
+
+def test_targets_on_shipped_corpus(redactor: Redactor) -> None:
+    records = load_corpus(CORPUS)
+    assert sum(r["lang"] == "zh" for r in records) >= 300
+    assert sum(r["lang"] == "en" for r in records) >= 300
+    assert sum(len(r["spans"]) for r in records) >= 800
+    report = evaluate(redactor, records)
+    for entity in STRUCTURED:
+        score = report.scores[entity]
+        assert score.recall >= 0.99 and score.precision >= 0.97, (entity, score)
+    assert report.scores["PERSON"].recall >= 0.85
+    assert report.decoy_hits == {}
+
+
+def test_corpus_is_reproducible() -> None:
+    from dpllm.redact.corpus import generate
+
+    lines = CORPUS.read_text(encoding="utf-8").splitlines()
+    import json
+
+    assert [json.loads(line) for line in lines] == generate()
