@@ -8,7 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-PG_ADMIN_DSN = os.environ.get("DPLLM_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
+PG_ADMIN_DSN = os.environ.get(
+    "DPLLM_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
 
 
 @pytest.fixture(autouse=True)
