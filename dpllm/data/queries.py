@@ -208,7 +208,7 @@ class FeedbackCount(_Priced):
     σ = M/√(2ρ)) per user per window.
     """
 
-    max_records: int = 10
+    max_records: int = 5
     name: str = "feedback_count"
 
     def __post_init__(self) -> None:
@@ -440,7 +440,7 @@ class RatingHistogram(_Priced):
     or ρ-zCDP, per user per window.
     """
 
-    max_records: int = 10
+    max_records: int = 3
     out_of_range: OutOfRange = "clamp"
     name: str = "rating_histogram"
 
@@ -517,7 +517,7 @@ class CourseBreakdown(_Priced):
 
     courses: tuple[str, ...] = ()
     max_courses: int = 2
-    max_records: int = 10
+    max_records: int = 3
     name: str = "course_feedback"
 
     def __post_init__(self) -> None:

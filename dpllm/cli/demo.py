@@ -1,0 +1,37 @@
+"""``dpllm demo-data``: write synthetic course feedback (zh/en, with synthetic PII)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+__all__ = ["register"]
+
+
+def demo_data(
+    out: Annotated[str, typer.Option("--out", help="The SQLite file to create.")] = "demo.db",
+    users: Annotated[int, typer.Option(min=1, help="Number of users.")] = 2000,
+    weeks: Annotated[int, typer.Option(min=1, help="Number of ISO weeks.")] = 8,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 1,
+    end_week: Annotated[str, typer.Option("--end-week", help="The last week.")] = "2026-W47",
+) -> None:
+    """Generate demo feedback into OUT, and the list of embedded PII into OUT.pii.json."""
+    from dpllm.data.demo import generate_demo, write_demo
+    from dpllm.errors import DPLLMError
+
+    try:
+        data = generate_demo(users=users, weeks=weeks, seed=seed, end_week=end_week)
+        path, pii_path = write_demo(data, out)
+    except DPLLMError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=1) from None
+    typer.echo(
+        f"wrote {len(data.records)} records from {users} users over {data.weeks[0]}…"
+        f"{data.weeks[-1]} to {path}; {len(data.pii)} embedded PII items listed in {pii_path}"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``demo-data`` to the ``dpllm`` app."""
+    app.command("demo-data")(demo_data)

@@ -1,0 +1,47 @@
+"""``dpllm demo-data`` and ``dpllm stats`` end to end (CliRunner, real ledger)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from dpllm.cli import app
+
+
+def test_demo_then_stats_then_cached_rerun(tmp_path: Path) -> None:
+    runner = CliRunner()
+    db, ledger = tmp_path / "demo.db", tmp_path / "ledger.db"
+    out = runner.invoke(app, ["demo-data", "--out", str(db), "--users", "200", "--weeks", "2"])
+    assert out.exit_code == 0, out.output
+    assert (tmp_path / "demo.db.pii.json").exists()
+    args = ["stats", "--data", str(db), "--ledger", str(ledger), "--week", "2026-W47"]
+    first = runner.invoke(app, [*args, "--json"])
+    assert first.exit_code == 0, first.output
+    payload = json.loads(first.output)
+    assert payload["_budget"]["spent_micro"] == 1_000_000  # default catalogue without courses
+    assert {"mean_rating", "rating_histogram", "share_high", "topic_counts"} <= set(payload)
+    again = json.loads(runner.invoke(app, [*args, "--json"]).output)
+    assert again == payload  # cached: same releases, nothing charged again
+    table = runner.invoke(app, [*args, "--query", "mean_rating"])
+    assert table.exit_code == 0 and "mean_rating" in table.output and "ε spent 1" in table.output
+
+
+def test_stats_errors(tmp_path: Path) -> None:
+    runner = CliRunner()
+    missing = runner.invoke(
+        app,
+        [
+            "stats",
+            "--data",
+            str(tmp_path / "no.db"),
+            "--ledger",
+            str(tmp_path / "l.db"),
+            "--week",
+            "2026-W47",
+        ],
+    )
+    assert missing.exit_code == 1 and "does not exist" in missing.output
+    bad = runner.invoke(app, ["stats", "--data", "x.db", "--week", "2026-W47", "--query", "nope"])
+    assert bad.exit_code != 0
