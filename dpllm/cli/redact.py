@@ -37,7 +37,7 @@ class _Op(StrEnum):
 class _DefaultToText(TyperGroup):
     """Runs ``text`` when the first argument is not a subcommand (``dpllm redact FILE``)."""
 
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # click Context (vendored)
         if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
             args = ["text", *args]
         return super().parse_args(ctx, args)
