@@ -1,0 +1,221 @@
+"""``dpllm plan``: interval widths and an ε split before anything is spent; burn simulation.
+
+``dpllm plan [--config dpllm.toml]`` prints each planned query's expected 95%
+interval and a suggested split of the plan pool's window cap;
+``dpllm plan simulate --schedule FILE`` replays weeks of releases against a
+throw-away ledger with the configured pools and plots the remaining budget.
+Neither reads any data nor touches the real ledger.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+if TYPE_CHECKING:
+    from dpllm.config import Settings
+    from dpllm.planning import SimulatedWeek
+
+
+def register(app: typer.Typer) -> None:
+    group = typer.Typer(
+        name="plan",
+        help="Plan a budget before anything is spent: interval widths, ε split, burn simulation.",
+        invoke_without_command=True,
+        no_args_is_help=False,
+    )
+    group.callback()(plan)
+    group.command("simulate")(simulate)
+    app.add_typer(group)
+
+
+def _settings(config: Path) -> Settings:
+    from dpllm.config import Settings
+
+    if config.exists():
+        return Settings.load(config)
+    typer.echo(f"note: {config} not found; planning with dpllm's default plan and pools")
+    return Settings()
+
+
+def _parse_targets(values: list[str]) -> dict[str, float]:
+    targets: dict[str, float] = {}
+    for item in values:
+        name, sep, value = item.partition("=")
+        try:
+            targets[name.strip()] = float(value.strip().rstrip("%")) / (
+                100.0 if value.strip().endswith("%") else 1.0
+            )
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise typer.BadParameter(f"{item!r}: write NAME=0.05 or NAME=5%", param_hint="--target")
+    return targets
+
+
+def plan(
+    ctx: typer.Context,
+    config: Path = typer.Option(Path("dpllm.toml"), help="The dpllm.toml with the plan and pools."),
+    users: int = typer.Option(500, min=1, help="Assumed active users per window (public guess)."),
+    records_per_user: float = typer.Option(3.0, min=1.0, help="Assumed records per user."),
+    mean_rating: float = typer.Option(3.5, min=1.0, max=5.0, help="Assumed mean rating."),
+    target: list[str] = typer.Option(  # noqa: B008
+        [], help="Relative half-width wanted, e.g. mean_rating=2% (repeatable)."
+    ),
+) -> None:
+    """Expected 95% intervals of the configured plan, and a suggested ε split."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    from dpllm.errors import DPLLMError
+    from dpllm.planning import Population, evaluate_plan, plan_pool, suggest_split
+
+    console = Console()
+    try:
+        settings = _settings(config)
+        pop = Population(users=users, records_per_user=records_per_user, mean_rating=mean_rating)
+        pool = plan_pool(settings)
+        budget = pool.window_cap / 1_000_000
+        rows = evaluate_plan(settings, pop)
+        split = suggest_split(
+            rows, budget=budget, measure=pool.measure, targets=_parse_targets(target)
+        )
+        suggested = {r.name: r for r in evaluate_plan(settings, pop, amounts=split.amounts)}
+    except DPLLMError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    sym = "ε" if pool.measure.value == "pure" else "ρ"
+    level = f"{settings.confidence:.0%}"
+    table = Table(
+        title=f"Plan for pool {pool.name!r} ({sym} cap {budget:g}/window), "
+        f"{users} users × {records_per_user:g} records assumed"
+    )
+    for col in (
+        "query",
+        f"planned {sym}",
+        f"{level} ± (planned)",
+        "relative",
+        f"suggested {sym}",
+        f"{level} ± (suggested)",
+        "relative",
+    ):
+        table.add_column(col, justify="left" if col == "query" else "right")
+    for r in rows:
+        s = suggested[r.name]
+        table.add_row(
+            r.name,
+            f"{r.amount:.3g}",
+            f"{r.half_width:.3g} {r.unit}",
+            f"{r.relative_error:.1%}",
+            f"{s.amount:.3g}",
+            f"{s.half_width:.3g} {s.unit}",
+            f"{s.relative_error:.1%}",
+        )
+    console.print(table)
+    total = sum(r.amount for r in rows)
+    console.print(f"planned total {sym} = {total:.3g} of a window cap of {budget:g}")
+    if total > budget:
+        console.print("[red]the plan does not fit the window cap; the weekly job would be refused")
+    console.print(f"suggested split: {split.note}")
+    if pool.lifetime_cap is not None or any(p.lifetime_cap for p in settings.default_pools):
+        caps = [p.lifetime_cap for p in settings.default_pools if p.lifetime_cap is not None]
+        weeks = min(caps) / 1_000_000 / total if total > 0 else float("inf")
+        console.print(f"the tightest lifetime cap lasts ≈ {weeks:.0f} weeks at the planned spend")
+    console.print("Widths come from each query's own calibration; no data was read.")
+
+
+def _plot(weeks: list[SimulatedWeek], out: Path, *, title: str, sym: str) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 4.5))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    x = list(range(1, len(weeks) + 1))
+    ax.bar(x, [w.spent for w in weeks], color="#9ecae1", label=f"spent this week ({sym})")
+    ax.plot(
+        x, [w.window_remaining for w in weeks], "o-", color="#3182bd", label="window budget left"
+    )
+    if any(w.lifetime_remaining is not None for w in weeks):
+        ax.plot(
+            x,
+            [w.lifetime_remaining or 0.0 for w in weeks],
+            "s-",
+            color="#de2d26",
+            label="lifetime budget left",
+        )
+    for i, w in enumerate(weeks, start=1):
+        if w.refused:
+            ax.axvline(i, color="#de2d26", alpha=0.25)
+    ax.set_xticks(x, [w.window for w in weeks], rotation=60, fontsize=7)
+    ax.set_ylabel(sym)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
+def simulate(
+    schedule: Path = typer.Option(..., exists=True, dir_okay=False, help="Schedule TOML file."),
+    config: Path = typer.Option(Path("dpllm.toml"), help="The dpllm.toml with the plan and pools."),
+    out: Path = typer.Option(Path("plan-simulation.png"), help="Where to write the PNG."),
+    fail_on_exhaust: bool = typer.Option(
+        False, help="Exit 1 when any simulated release would be refused."
+    ),
+) -> None:
+    """Plot the remaining budget across simulated weeks of releases and refreshes."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from dpllm.errors import DPLLMError
+    from dpllm.planning import Schedule, plan_pool, simulate_schedule
+
+    console = Console()
+    try:
+        settings = _settings(config)
+        sched = Schedule.load(schedule)
+        weeks = simulate_schedule(settings, sched)
+        pool = plan_pool(settings)
+    except DPLLMError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    sym = "ε" if pool.measure.value == "pure" else "ρ"
+    table = Table(title=f"Simulated budget of pool {pool.name!r}")
+    for col in (
+        "week",
+        "releases",
+        "cache hits",
+        f"spent {sym}",
+        "window left",
+        "lifetime left",
+        "refused",
+    ):
+        table.add_column(col)
+    for w in weeks:
+        life = "∞" if w.lifetime_remaining is None else f"{w.lifetime_remaining:.3g}"
+        table.add_row(
+            w.window,
+            str(w.releases),
+            str(w.cache_hits),
+            f"{w.spent:.3g}",
+            f"{w.window_remaining:.3g}",
+            life,
+            ", ".join(w.refused) or "-",
+        )
+    console.print(table)
+    _plot(weeks, out, title=f"Budget burn of pool {pool.name!r}", sym=sym)
+    console.print(f"plot written to {out}")
+    refused = [w for w in weeks if w.refused]
+    if refused:
+        console.print(
+            f"[red]the schedule exhausts the budget: first refusal in {refused[0].window} "
+            f"({', '.join(refused[0].refused)})"
+        )
+        if fail_on_exhaust:
+            raise typer.Exit(1)
+    else:
+        console.print("the schedule fits the budget for every simulated week")
