@@ -7,6 +7,10 @@ the previous version. **Never edit or reorder a migration that has shipped:**
 append a new one. A database that records a migration this code does not know
 was written by a newer dpllm and is refused rather than guessed at.
 
+Every page a charge touches is one more page written to the WAL before the
+fsync, so the schema keeps a charge to few pages (``WITHOUT ROWID`` tables for
+the small keyed rows, no index that only reports would use).
+
 The schema keeps the portable core of the design (issue 10 follows it on
 PostgreSQL with ``BIGINT``/``BIGSERIAL`` in place of SQLite's ``INTEGER``):
 
@@ -19,7 +23,7 @@ PostgreSQL with ``BIGINT``/``BIGSERIAL`` in place of SQLite's ``INTEGER``):
 * ``charge_parts`` — what a charge took from each pool on its path, in that
   pool's measure. ``Σ parts = spent`` for every (pool, window) at all times.
 * ``tickets`` — the approval queue.
-* ``audit`` — append-only log of every charge, refusal, refund, approval,
+* ``audit`` — append-only log (ids only grow: rows are never deleted) of every charge, refusal, refund, approval,
   denial, takeover and cache hit (never statistic values).
 """
 
@@ -61,7 +65,7 @@ MIGRATIONS: tuple[Migration, ...] = (
                 spent INTEGER NOT NULL DEFAULT 0 CHECK (spent >= 0),
                 granted INTEGER NOT NULL DEFAULT 0,
                 PRIMARY KEY (pool, window_key)
-            )""",
+            ) WITHOUT ROWID""",
             """CREATE TABLE charges (
                 query_id TEXT PRIMARY KEY,
                 pool TEXT NOT NULL REFERENCES pools(name),
@@ -80,16 +84,13 @@ MIGRATIONS: tuple[Migration, ...] = (
                 created_at TEXT NOT NULL,
                 updated_at TEXT NOT NULL
             )""",
-            "CREATE INDEX charges_release ON charges (release_name, window_key)",
-            "CREATE INDEX charges_status ON charges (status)",
             """CREATE TABLE charge_parts (
                 query_id TEXT NOT NULL REFERENCES charges(query_id),
                 pool TEXT NOT NULL,
                 window_key TEXT NOT NULL,
                 micro INTEGER NOT NULL CHECK (micro >= 0),
                 PRIMARY KEY (query_id, pool)
-            )""",
-            "CREATE INDEX charge_parts_pool ON charge_parts (pool, window_key)",
+            ) WITHOUT ROWID""",
             """CREATE TABLE tickets (
                 ticket TEXT PRIMARY KEY,
                 query_id TEXT NOT NULL,
@@ -108,7 +109,7 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
             "CREATE INDEX tickets_query ON tickets (query_id, status)",
             """CREATE TABLE audit (
-                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                id INTEGER PRIMARY KEY,
                 time TEXT NOT NULL,
                 event TEXT NOT NULL,
                 analyst TEXT NOT NULL,
