@@ -157,6 +157,10 @@ class Dialect(enum.StrEnum):
     def time_param(self, moment: dt.datetime) -> object:
         if self is Dialect.SQLITE:
             return moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+        if self is Dialect.DUCKDB:
+            # A naive UTC TIMESTAMP (the session runs in UTC): comparing a
+            # TIMESTAMP column to a TIMESTAMPTZ parameter would cast every row.
+            return moment.astimezone(dt.UTC).replace(tzinfo=None)
         return moment
 
 
