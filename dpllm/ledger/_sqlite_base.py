@@ -20,7 +20,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dpllm.errors import ConfigError, InvalidPrivacyParameter, LedgerError, LedgerUnavailable
+from dpllm.errors import (
+    ConfigError,
+    InvalidPrivacyParameter,
+    LedgerError,
+    LedgerUnavailable,
+    UnknownPool,
+)
 from dpllm.ledger import _rows, sql
 from dpllm.ledger.base import AuditEvent, Balance, ChargeRecord, PoolSpec, iter_path
 from dpllm.ledger.migrations import MIGRATIONS
@@ -45,6 +51,8 @@ _UNAVAILABLE = (
     "SQLITE_FULL",
     "SQLITE_PERM",
 )
+
+_INHERITED: list[sqlite3.Connection] = []
 
 
 class SQLiteBase:
@@ -90,6 +98,10 @@ class SQLiteBase:
         pid = os.getpid()
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None or self._local.pid != pid:
+            if conn is not None:
+                # Inherited through fork: never use *or close* it here (closing could
+                # touch the parent's WAL); keep it referenced so it is not collected.
+                _INHERITED.append(conn)
             conn = self._connect()
             self._local.conn, self._local.pid = conn, pid
             self._local.token = secrets.token_hex(6)
@@ -340,7 +352,7 @@ class SQLiteBase:
         with self._read() as conn:
             row = conn.execute(sql.SELECT_POOL, {"name": pool}).fetchone()
             if row is None:
-                iter_path({}, pool).__next__()  # raises UnknownPool
+                raise _unknown(pool)
             spec = _rows.pool_from_row(row)
             win = conn.execute(sql.SELECT_WINDOW, {"pool": pool, "window": window}).fetchone()
         spent, granted = (0, 0) if win is None else (int(win[0]), int(win[1]))
@@ -368,7 +380,7 @@ class SQLiteBase:
         with self._read() as conn:
             row = conn.execute(sql.SELECT_POOL, {"name": pool}).fetchone()
         if row is None:
-            iter_path({}, pool).__next__()
+            raise _unknown(pool)
         return int(row[8])
 
     def unreleased(self) -> list[ChargeRecord]:
@@ -396,3 +408,7 @@ class SQLiteBase:
         if conn is not None and self._local.pid == os.getpid():
             conn.close()
         self._local.conn = None
+
+
+def _unknown(pool: str) -> UnknownPool:
+    return UnknownPool(f"unknown pool {pool!r}; create it first (Ledger.ensure_pool or dpllm.toml)")
