@@ -216,6 +216,14 @@ class KRandomizedResponse:
         k = len(self.domain)
         return (self.domain[(i + int(rng.integers(1, k))) % k],)
 
+    def sample(self, value: int, *, size: int, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        """``size`` seeded reports of one value (the audit's sampler): shape ``(size,)``."""
+        i = _index(self.domain, value)
+        k = len(self.domain)
+        keep = rng.random(size) < self.p
+        other = (i + rng.integers(1, k, size=size)) % k
+        return np.asarray(self.domain, dtype=np.int64)[np.where(keep, i, other)]
+
     def support(self, payload: Sequence[int]) -> tuple[int, ...]:
         if len(payload) != 1:
             raise InvalidReport("a k-RR payload is exactly one value")
@@ -273,6 +281,13 @@ class OptimisedUnaryEncoding:
         bits = (rng.random(k) < self.q).astype(int)
         bits[i] = int(rng.random() < self.p)
         return tuple(int(b) for b in bits)
+
+    def sample(self, value: int, *, size: int, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        """``size`` seeded reports of one value (the audit's sampler): shape ``(size, k)``."""
+        i = _index(self.domain, value)
+        bits = rng.random((size, len(self.domain))) < self.q
+        bits[:, i] = rng.random(size) < self.p
+        return bits.astype(np.int64)
 
     def support(self, payload: Sequence[int]) -> tuple[int, ...]:
         if len(payload) != len(self.domain) or any(b not in (0, 1) for b in payload):
