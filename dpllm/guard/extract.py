@@ -156,7 +156,7 @@ _CONSTANTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         (
             "confidence-level",
-            r"\b(?:80|90|95|99)\s*%\s*(?:CI\b|confidence|credible|置信|可信)|"
+            r"\b(?:80|90|95|99)\s*%\s*(?:CI\b|confidence|credible|interval|置信|可信|区间)|"
             r"(?:confidence(?: level)?|置信(?:水平|度|区间)?)\s*(?:of|为|是|:)?\s*(?:80|90|95|99)\s*%",
         ),
         (
@@ -401,6 +401,16 @@ def _public(d: _Draft, category: str | None) -> str | None:
         return "year"
     if d.lo is None and category == "rating" and integer and 0 <= d.value <= 5 and not d.approx:
         return "scale"
+    if (
+        d.lo is not None
+        and d.hi is not None
+        and category == "rating"
+        and integer
+        and 0 <= d.lo
+        and d.hi <= 5
+        and not d.approx
+    ):
+        return "scale"  # a span of scale points ("4–5 stars"), not a mean
     return None
 
 

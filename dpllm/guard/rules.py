@@ -320,14 +320,21 @@ class Guard:
         if language not in ("en", "zh"):
             raise GuardError(f"language must be 'en', 'zh' or 'auto', got {language!r}")
         mentions = tuple(extract_mentions(text))
+        # A public constant's words are not context for the figures after it ("2 stars:
+        # about 210" speaks of a count, not of the mean rating in stars).
+        blanked = text
+        for c in mentions:
+            if c.constant is not None:
+                a, b = c.span
+                blanked = blanked[:a] + " " * (b - a) + blanked[b:]
         matches: list[str | None] = []
         violations: list[Violation] = []
         warnings: list[Violation] = []
         for m in mentions:
-            if m.constant is not None:
-                matches.append(None)
+            if m.constant is not None or (m.bound == "<" and m.value in self._constants):
+                matches.append(None)  # a bound at an allowed constant: a public threshold
                 continue
-            target = self._match(text, m)
+            target = self._match(blanked, m)
             matches.append(target.name if target else None)
             lang = _line_language(text, m.span[0]) if auto else language
             if target is not None:
@@ -355,16 +362,19 @@ class Guard:
         if not candidates:
             return None
         stated = _stated_interval(m)
-        best: tuple[tuple[bool, bool, float], _Target] | None = None
+        best: tuple[tuple[bool, bool, bool, float], _Target] | None = None
         for t in candidates:
             exact = wanted is None or t.category == wanted
             named = any(tok in context for tok in t.tokens)
             d = _gap(stated, t.lo, t.hi) / max(t.half_width, t.step)
-            key = (not named, not exact, d)
+            # A figure whose own unit fits a release it lies near beats a release merely
+            # named earlier in the sentence ("… feedback records …, about 900 students").
+            fits = d <= self._tolerance and (named or (m.category is not None and exact))
+            key = (not fits, not named, not exact, d)
             if best is None or key < best[0]:
                 best = (key, t)
         assert best is not None
-        (not_named, _, d), target = best
+        (_, not_named, _, d), target = best
         if d <= self._tolerance or not not_named:
             return target
         return None
