@@ -1,0 +1,343 @@
+"""Local-DP ingest at the edge: the report store, ``POST /v1/ldp/reports``, and a client.
+
+* :class:`LDPStore` — an SQLite table of randomised reports with a **unique
+  constraint on (metric, window, user)**: one report per user per metric per
+  window, enforced by the database, so concurrent or replayed submissions
+  cannot double a user's weight (or their privacy loss). Each row keeps the ε
+  the user spent; :meth:`LDPStore.user_epsilon` sums a user's local ε in a window.
+* :class:`LDPIngest` — checks a report against its metric (mechanism, ε,
+  domain) and stores it; estimates are post-processing of stored reports.
+* :func:`ldp_router` — a FastAPI ``APIRouter`` the proxy (``dpllm serve``)
+  includes behind its own authentication.
+* :class:`LDPClient` — randomises on the client (OpenDP's secure samplers) and
+  POSTs the report with httpx; the true value never leaves the caller.
+
+Privacy: each stored report is ε-LDP for its user's value (see
+:mod:`dpllm.privacy.ldp`); a user's reports of different metrics in one window
+compose to the sum of their ε, which :meth:`LDPStore.user_epsilon` reports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dpllm.errors import DuplicateReport, InvalidReport, LedgerUnavailable
+from dpllm.privacy.ldp import LDPAggregate, LDPEstimate, LDPReport, LocalRandomizer
+from dpllm.release import MICRO, to_micro
+
+if TYPE_CHECKING:
+    import httpx
+    from fastapi import APIRouter
+
+__all__ = ["LDPClient", "LDPIngest", "LDPStore", "ldp_router", "pseudonym"]
+
+REPORTS_PATH = "/v1/ldp/reports"
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS ldp_reports (
+        metric TEXT NOT NULL,
+        window_key TEXT NOT NULL,
+        user TEXT NOT NULL,
+        mechanism TEXT NOT NULL,
+        epsilon_micro INTEGER NOT NULL CHECK (epsilon_micro > 0),
+        payload TEXT NOT NULL,
+        received_at REAL NOT NULL,
+        UNIQUE (metric, window_key, user)
+    )""",
+    "CREATE INDEX IF NOT EXISTS ldp_reports_user ON ldp_reports (user, window_key)",
+)
+
+
+def pseudonym(secret: bytes, user_id: str) -> str:
+    """A stable pseudonym ``u:<hex>`` = HMAC-SHA256(secret, user id), truncated to 128 bits.
+
+    The client (or the app that knows the user) keeps ``secret``; the server sees
+    only the pseudonym, enough to enforce one report per user per window.
+    """
+    if not secret:
+        raise InvalidReport("pseudonym needs a non-empty secret")
+    return "u:" + hmac.new(secret, user_id.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
+
+
+class LDPStore:
+    """Randomised reports in one SQLite file (its own, or the ledger's file).
+
+    Args:
+        path: the database file (created with its directory when missing).
+        clock: POSIX-time source for ``received_at`` (tests inject one).
+
+    Raises:
+        LedgerUnavailable: the file cannot be opened or written.
+    """
+
+    def __init__(self, path: str | Path, *, clock: Any = time.time) -> None:
+        self.path = Path(path)
+        self._clock = clock
+        self._local = threading.local()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._tx() as conn:
+                for stmt in _SCHEMA:
+                    conn.execute(stmt)
+        except (OSError, sqlite3.Error) as exc:
+            raise LedgerUnavailable(f"cannot open the LDP report store {self.path}: {exc}") from exc
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def add(self, report: LDPReport) -> None:
+        """Store ``report`` durably.
+
+        Raises:
+            DuplicateReport: this user already reported this metric in this window
+                (nothing is stored; the first report stands).
+        """
+        try:
+            with self._tx() as conn:
+                conn.execute(
+                    "INSERT INTO ldp_reports VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        report.metric,
+                        report.window,
+                        report.user,
+                        report.mechanism,
+                        to_micro(report.epsilon),
+                        json.dumps(list(report.payload)),
+                        self._clock(),
+                    ),
+                )
+        except sqlite3.IntegrityError as exc:
+            raise DuplicateReport(
+                f"user {report.user!r} already reported {report.metric!r} in {report.window}; "
+                "only one report per user per metric per window counts"
+            ) from exc
+        except sqlite3.Error as exc:
+            raise LedgerUnavailable(f"cannot store the LDP report: {exc}") from exc
+
+    def payloads(self, metric: str, window: str) -> Iterator[tuple[int, ...]]:
+        """Every stored payload of ``metric`` in ``window``."""
+        rows = self._conn().execute(
+            "SELECT payload FROM ldp_reports WHERE metric = ? AND window_key = ?", (metric, window)
+        )
+        for (payload,) in rows:
+            yield tuple(int(b) for b in json.loads(payload))
+
+    def count(self, metric: str, window: str) -> int:
+        (n,) = (
+            self._conn()
+            .execute(
+                "SELECT COUNT(*) FROM ldp_reports WHERE metric = ? AND window_key = ?",
+                (metric, window),
+            )
+            .fetchone()
+        )
+        return int(n)
+
+    def user_epsilon(self, user: str, window: str) -> float:
+        """The local ε ``user`` spent in ``window`` (sum over metrics; exact micro-units)."""
+        (micro,) = (
+            self._conn()
+            .execute(
+                "SELECT COALESCE(SUM(epsilon_micro), 0) FROM ldp_reports "
+                "WHERE user = ? AND window_key = ?",
+                (user, window),
+            )
+            .fetchone()
+        )
+        return int(micro) / MICRO
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+
+class LDPIngest:
+    """Accept reports for configured metrics and estimate from them.
+
+    Args:
+        store: where reports go.
+        metrics: metric name → the randomiser clients must use (mechanism, ε, domain).
+
+    Privacy: accepts only reports randomised as the metric declares, at most one
+    per user per metric per window; estimates are post-processing (free).
+    """
+
+    def __init__(self, store: LDPStore, metrics: Mapping[str, LocalRandomizer]) -> None:
+        self.store = store
+        self.metrics = dict(metrics)
+
+    def _randomizer(self, metric: str) -> LocalRandomizer:
+        try:
+            return self.metrics[metric]
+        except KeyError:
+            known = ", ".join(sorted(self.metrics)) or "none"
+            raise InvalidReport(f"unknown LDP metric {metric!r}; configured: {known}") from None
+
+    def submit(self, report: LDPReport) -> None:
+        """Validate ``report`` against its metric and store it.
+
+        Raises:
+            InvalidReport: unknown metric, other mechanism or ε, or a bad payload.
+            DuplicateReport: the user already reported this metric in this window.
+        """
+        r = self._randomizer(report.metric)
+        if report.mechanism != r.name or to_micro(report.epsilon) != to_micro(r.epsilon):
+            raise InvalidReport(
+                f"metric {report.metric!r} takes {r.name} reports at ε = {r.epsilon:g}; "
+                f"got {report.mechanism} at ε = {report.epsilon:g}"
+            )
+        r.support(report.payload)  # raises InvalidReport on a malformed payload
+        self.store.add(report)
+
+    def estimate(self, metric: str, window: str, *, confidence: float = 0.95) -> LDPEstimate:
+        """Frequencies and mean of ``metric`` in ``window`` from the stored reports."""
+        agg = LDPAggregate.empty(self._randomizer(metric))
+        for payload in self.store.payloads(metric, window):
+            agg = agg.add(payload)
+        return agg.estimate(metric=metric, confidence=confidence)
+
+
+def ldp_router(ingest: LDPIngest) -> APIRouter:
+    """``POST /v1/ldp/reports`` (201, 409 duplicate, 422 invalid) and
+    ``GET /v1/ldp/estimates/{metric}/{window}``.
+
+    Include it in the proxy app behind its authentication dependency.
+    """
+    from fastapi import APIRouter, Request
+    from fastapi.responses import JSONResponse
+
+    router = APIRouter()
+
+    async def post_report(request: Request) -> JSONResponse:
+        try:
+            report = LDPReport.from_json(await request.body())
+            ingest.submit(report)
+        except DuplicateReport as exc:
+            return JSONResponse({"error": "duplicate_report", "detail": str(exc)}, 409)
+        except InvalidReport as exc:
+            return JSONResponse({"error": "invalid_report", "detail": str(exc)}, 422)
+        return JSONResponse({"accepted": True, "epsilon": report.epsilon}, 201)
+
+    def get_estimate(metric: str, window: str, confidence: float = 0.95) -> JSONResponse:
+        try:
+            est = ingest.estimate(metric, window, confidence=confidence)
+        except ValueError as exc:  # InvalidReport, or a bad confidence
+            return JSONResponse({"error": "invalid_request", "detail": str(exc)}, 422)
+        body = {
+            "metric": est.metric,
+            "window": window,
+            "mechanism": est.mechanism,
+            "epsilon": est.epsilon,
+            "n": est.n,
+            "domain": list(est.domain),
+            "frequencies": list(est.frequencies),
+            "frequency_intervals": [list(i) for i in est.frequency_intervals],
+            "mean": est.mean,
+            "mean_interval": list(est.mean_interval),
+            "confidence": est.confidence,
+        }
+        return JSONResponse(body)
+
+    # The module uses postponed annotations and imports FastAPI lazily, so give
+    # FastAPI the real classes before it inspects the signatures.
+    post_report.__annotations__["request"] = Request
+    post_report.__annotations__["return"] = JSONResponse
+    get_estimate.__annotations__.update(metric=str, window=str, confidence=float)
+    get_estimate.__annotations__["return"] = JSONResponse
+    router.add_api_route(REPORTS_PATH, post_report, methods=["POST"], status_code=201)
+    router.add_api_route("/v1/ldp/estimates/{metric}/{window}", get_estimate, methods=["GET"])
+    return router
+
+
+class LDPClient:
+    """Randomise a value locally and send the report.
+
+    Args:
+        base_url: the dpllm server (``https://stats.example.com``).
+        metric: the metric name.
+        randomizer: the metric's randomiser (mechanism, ε, domain), as configured
+            on the server.
+        client: an httpx client to use (tests pass one with a mock transport);
+            by default one is created for ``base_url``.
+        api_key: sent as ``Authorization: Bearer``.
+
+    Privacy: only the randomised payload leaves the process (ε-LDP per report);
+    randomness comes from OpenDP's secure samplers.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        metric: str,
+        randomizer: LocalRandomizer,
+        client: httpx.Client | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = client or httpx.Client(base_url=base_url, timeout=10.0)
+        self._headers = headers
+        self.metric = metric
+        self.randomizer = randomizer
+
+    def report(self, *, user: str, value: int, window: str) -> LDPReport:
+        """Randomise ``value`` and POST it; returns the report that was sent.
+
+        Raises:
+            InvalidReport: the value is outside the domain, or the server refused.
+            DuplicateReport: the server already holds this user's report.
+            LedgerUnavailable: the server cannot be reached.
+        """
+        import httpx
+
+        report = LDPReport(
+            metric=self.metric,
+            window=window,
+            user=user,
+            mechanism=self.randomizer.name,
+            epsilon=self.randomizer.epsilon,
+            payload=self.randomizer.randomise(value),
+        )
+        try:
+            resp = self._client.post(
+                REPORTS_PATH,
+                content=report.to_json(),
+                headers={**self._headers, "Content-Type": "application/json"},
+            )
+        except httpx.HTTPError as exc:
+            raise LedgerUnavailable(f"cannot reach the dpllm server: {exc}") from exc
+        if resp.status_code == 409:
+            raise DuplicateReport(resp.json().get("detail", "duplicate report"))
+        if resp.status_code != 201:
+            raise InvalidReport(f"the server refused the report ({resp.status_code}): {resp.text}")
+        return report

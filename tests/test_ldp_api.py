@@ -1,0 +1,132 @@
+"""LDP ingest: one report per user per metric per window, ε recorded, HTTP API, client."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from dpllm.errors import DuplicateReport, InvalidReport
+from dpllm.ldp_api import LDPClient, LDPIngest, LDPStore, ldp_router, pseudonym
+from dpllm.privacy.ldp import KRandomizedResponse, LDPReport, OptimisedUnaryEncoding
+
+WEEK = "2026-W47"
+KRR = KRandomizedResponse(epsilon=1.0)
+OUE = OptimisedUnaryEncoding(epsilon=0.5, domain=tuple(range(1, 21)))
+
+
+@pytest.fixture
+def ingest(tmp_path: Path) -> LDPIngest:
+    return LDPIngest(LDPStore(tmp_path / "ldp.db"), {"rating": KRR, "minutes": OUE})
+
+
+def _report(user: str, value: int = 4, metric: str = "rating", window: str = WEEK) -> LDPReport:
+    r = KRR if metric == "rating" else OUE
+    rng = np.random.default_rng(abs(hash(user)) % 2**32)
+    return LDPReport(
+        metric=metric,
+        window=window,
+        user=user,
+        mechanism=r.name,
+        epsilon=r.epsilon,
+        payload=r.randomise(value, rng=rng),
+    )
+
+
+def test_one_report_per_user_metric_window(ingest: LDPIngest) -> None:
+    ingest.submit(_report("u:1"))
+    with pytest.raises(DuplicateReport):
+        ingest.submit(_report("u:1", value=2))
+    ingest.submit(_report("u:1", window="2026-W48"))  # another window
+    ingest.submit(_report("u:1", metric="minutes", value=7))  # another metric
+    assert ingest.store.count("rating", WEEK) == 1
+    # the user's local ε in the window: 1.0 (rating) + 0.5 (minutes)
+    assert ingest.store.user_epsilon("u:1", WEEK) == pytest.approx(1.5)
+    assert ingest.store.user_epsilon("u:1", "2026-W48") == pytest.approx(1.0)
+
+
+def test_limit_holds_under_concurrency(ingest: LDPIngest) -> None:
+    errors: list[Exception] = []
+
+    def send() -> None:
+        try:
+            ingest.submit(_report("u:race"))
+        except DuplicateReport as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=send) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert ingest.store.count("rating", WEEK) == 1
+    assert len(errors) == 7
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"metric": "unknown"},
+        {"mechanism": "oue"},
+        {"epsilon": 2.0},
+        {"payload": (9,)},
+    ],
+)
+def test_mismatched_reports_are_refused(ingest: LDPIngest, bad: dict[str, object]) -> None:
+    data = {**_report("u:2").to_dict(), **bad}
+    with pytest.raises(InvalidReport):
+        ingest.submit(LDPReport.from_dict(data))
+    assert ingest.store.count("rating", WEEK) == 0
+
+
+def test_estimate_from_store_is_unbiased(ingest: LDPIngest) -> None:
+    rng = np.random.default_rng(4)
+    truth = rng.choice([1, 2, 3, 4, 5], size=300, p=[0.1, 0.1, 0.2, 0.3, 0.3])
+    for i, v in enumerate(truth):
+        payload = KRR.randomise(int(v), rng=rng)
+        ingest.submit(
+            LDPReport(
+                metric="rating",
+                window=WEEK,
+                user=f"u:{i}",
+                mechanism="krr",
+                epsilon=1.0,
+                payload=payload,
+            )
+        )
+    est = ingest.estimate("rating", WEEK, confidence=1 - 1e-6)
+    assert est.n == 300
+    assert est.mean_interval[0] <= truth.mean() <= est.mean_interval[1]
+
+
+def test_http_api_and_client(tmp_path: Path) -> None:
+    ingest = LDPIngest(LDPStore(tmp_path / "ldp.db"), {"rating": KRR})
+    app = FastAPI()
+    app.include_router(ldp_router(ingest))
+    with TestClient(app) as http:
+        client = LDPClient("http://test", metric="rating", randomizer=KRR, client=http)
+        users = [pseudonym(b"secret", f"student-{i}") for i in range(40)]
+        for i, user in enumerate(users):
+            sent = client.report(user=user, value=1 + i % 5, window=WEEK)
+            assert sent.payload[0] in KRR.domain
+        with pytest.raises(DuplicateReport):
+            client.report(user=users[0], value=3, window=WEEK)
+        bad = http.post("/v1/ldp/reports", content=b'{"metric": "rating"}')
+        assert bad.status_code == 422 and bad.json()["error"] == "invalid_report"
+        est = http.get(f"/v1/ldp/estimates/rating/{WEEK}")
+        assert est.status_code == 200 and est.json()["n"] == 40
+        assert http.get("/v1/ldp/estimates/nope/2026-W47").status_code == 422
+    assert ingest.store.count("rating", WEEK) == 40
+
+
+def test_pseudonym_is_stable_and_opaque() -> None:
+    a = pseudonym(b"k", "alice@example.com")
+    assert a == pseudonym(b"k", "alice@example.com") != pseudonym(b"k2", "alice@example.com")
+    assert "alice" not in a
+    LDPReport(metric="m", window=WEEK, user=a, mechanism="krr", epsilon=1.0, payload=(1,))
+    with pytest.raises(InvalidReport):
+        pseudonym(b"", "x")
