@@ -28,7 +28,7 @@ from dpllm.errors import (
     UnknownPool,
 )
 from dpllm.ledger import _rows, sql
-from dpllm.ledger.base import AuditEvent, Balance, ChargeRecord, PoolSpec, iter_path
+from dpllm.ledger.base import AuditEvent, Balance, ChargeRecord, PoolSpec
 from dpllm.ledger.migrations import MIGRATIONS
 from dpllm.release import Cost, Release
 
@@ -247,7 +247,14 @@ class SQLiteBase:
         return {r[0]: _rows.pool_from_row(r) for r in conn.execute(sql.SELECT_POOLS)}
 
     def _path(self, conn: sqlite3.Connection, pool: str) -> list[PoolSpec]:
-        return list(iter_path(self._pools(conn), pool))
+        """``pool`` and its ancestors, innermost first (one recursive query).
+
+        ``ensure_pool`` refuses unknown parents and cycles, so the chain is whole.
+        """
+        path = [_rows.pool_from_row(r) for r in conn.execute(sql.SELECT_PATH, {"name": pool})]
+        if not path or path[0].name != pool:
+            raise _unknown(pool)
+        return path
 
     def _window_position(self, conn: sqlite3.Connection, spec: PoolSpec, window: str) -> int:
         """What is left for ``spec`` in ``window``, counting both caps."""

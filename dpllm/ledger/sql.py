@@ -37,6 +37,18 @@ SELECT name, measure, window_cap, lifetime_cap, parent, delta, on_exceed, reserv
 FROM pools ORDER BY name
 """
 
+SELECT_PATH = """
+WITH RECURSIVE path (name, depth) AS (
+    SELECT CAST(:name AS TEXT), 0
+    UNION ALL
+    SELECT pools.parent, path.depth + 1 FROM pools JOIN path ON pools.name = path.name
+    WHERE pools.parent IS NOT NULL AND path.depth < 64
+)
+SELECT pools.name, measure, window_cap, lifetime_cap, parent, delta, on_exceed, reserve,
+       lifetime_spent
+FROM path JOIN pools ON pools.name = path.name ORDER BY path.depth
+"""
+
 UPSERT_POOL = """
 INSERT INTO pools (name, measure, window_cap, lifetime_cap, parent, delta, on_exceed, reserve,
                    created_at, updated_at)
