@@ -1,0 +1,21 @@
+"""The shared SQL text and the migration list."""
+
+from __future__ import annotations
+
+from dpllm.ledger import sql
+from dpllm.ledger.migrations import MIGRATIONS
+
+
+def test_named_parameters_translate_to_psycopg_style() -> None:
+    text = "SELECT a::text FROM t WHERE x = :pool AND y LIKE '5%' AND z = :pool_2"
+    assert sql.to_pyformat(text) == (
+        "SELECT a::text FROM t WHERE x = %(pool)s AND y LIKE '5%%' AND z = %(pool_2)s"
+    )
+    assert "%(micro)s" in sql.to_pyformat(sql.CHARGE_WINDOW)
+
+
+def test_migrations_are_uniquely_named_and_ordered() -> None:
+    names = [m.name for m in MIGRATIONS]
+    assert len(set(names)) == len(names)
+    assert names == sorted(names)
+    assert all(m.statements for m in MIGRATIONS)
