@@ -362,19 +362,20 @@ class Guard:
         if not candidates:
             return None
         stated = _stated_interval(m)
-        best: tuple[tuple[bool, bool, bool, float], _Target] | None = None
+        best: tuple[tuple[bool, bool, bool, bool, float], _Target] | None = None
         for t in candidates:
             exact = wanted is None or t.category == wanted
             named = any(tok in context for tok in t.tokens)
             d = _gap(stated, t.lo, t.hi) / max(t.half_width, t.step)
             # A figure whose own unit fits a release it lies near beats a release merely
             # named earlier in the sentence ("… feedback records …, about 900 students").
-            fits = d <= self._tolerance and (named or (m.category is not None and exact))
-            key = (not fits, not named, not exact, d)
+            by_unit = m.category is not None and exact
+            fits = d <= self._tolerance and (named or by_unit)
+            key = (not fits, not by_unit, not named, not exact, d)
             if best is None or key < best[0]:
                 best = (key, t)
         assert best is not None
-        (_, not_named, _, d), target = best
+        (_, _, not_named, _, d), target = best
         if d <= self._tolerance or not not_named:
             return target
         return None
