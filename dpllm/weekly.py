@@ -1,0 +1,488 @@
+"""The weekly summary job: settings → DP releases → prompt → model → redacted, guarded report.
+
+:func:`run_weekly` is the whole pipeline as a library call; ``dpllm weekly`` is a thin
+command around it that adds the clock, the terminal and the files. One run, for one
+ISO week:
+
+1. validate everything that needs no data and spends nothing: the plan against the
+   catalogue and the template's declared releases, the data source and its columns;
+2. make sure the configured pools exist in the ledger;
+3. **check the budget for the whole plan first**: the releases of this week that are
+   not cached yet must fit every pool on the plan pool's path, else
+   :class:`~dpllm.errors.BudgetExceeded` is raised before anything is charged (so a
+   refused run spends nothing, never half a plan);
+4. release each query through :class:`~dpllm.data.stats.StatsRunner` — a query
+   already released for this week comes back from the ledger's release cache, free,
+   with the same figures;
+5. derive the shares of positive and negative ratings from the histogram (free);
+6. render the prompt and its fallback text, call the model (or the offline writer),
+   redact and guard its answer, regenerate on violations, fall back if needed.
+
+Privacy: each query of the plan costs its ε (or ρ) per user in the week's window,
+charged once per (query, dataset, week); a rerun of the same week spends nothing.
+Everything after step 4 is post-processing of releases and free.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dpllm.config import Settings
+from dpllm.data.engines import Engine
+from dpllm.data.queries import (
+    Query,
+)
+from dpllm.data.stats import StatsRunner, rating_shares
+from dpllm.errors import BudgetExceeded, ConfigError
+from dpllm.generate import GenerationResult, Redactor, generate
+from dpllm.ledger.base import Balance, Ledger
+from dpllm.models import ModelClient, OfflineWriter
+from dpllm.privacy.noise import NoiseSource
+from dpllm.release import MICRO, Cost, Measure, Release
+from dpllm.windows import parse_week, previous_weeks
+from dpllm.wiring import (
+    build_model,
+    build_plan,
+    build_redactor,
+    columns_for,
+    open_engine,
+    open_ledger,
+    parents_first,
+    plan_pool,
+    pool_path,
+)
+
+__all__ = [
+    "DERIVED",
+    "PoolBudget",
+    "WeeklyJob",
+    "WeeklyReport",
+    "context_releases",
+    "run_weekly",
+]
+
+DERIVED: Mapping[str, str] = {"share_positive": "share_high", "share_negative": "share_low"}
+"""Template name → :func:`~dpllm.data.stats.rating_shares` key (post-processing, free)."""
+
+DEFAULT_PROMPT = "weekly"
+_PROMPT_ALIASES = {"weekly_summary": DEFAULT_PROMPT}  # config.py's default name
+TREND_WEEKS = 8
+"""How many weeks (this one included) the trend chart looks back over."""
+
+Progress = Callable[[str], None]
+
+
+def _no_progress(step: str) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class PoolBudget:
+    """A pool's position in the report's week, in its own unit (ε, or ρ for zCDP)."""
+
+    pool: str
+    measure: str
+    window: str
+    spent: float
+    window_cap: float
+    remaining: float
+    lifetime_spent: float
+    lifetime_cap: float | None
+
+    @classmethod
+    def from_balance(cls, b: Balance) -> PoolBudget:
+        return cls(
+            pool=b.pool,
+            measure=b.measure.value,
+            window=b.window,
+            spent=b.spent / MICRO,
+            window_cap=b.effective_cap / MICRO,
+            remaining=b.remaining / MICRO,
+            lifetime_spent=b.lifetime_spent / MICRO,
+            lifetime_cap=None if b.lifetime_cap is None else b.lifetime_cap / MICRO,
+        )
+
+    @property
+    def symbol(self) -> str:
+        return "ε" if self.measure == Measure.PURE.value else "ρ"
+
+
+@dataclass(frozen=True, slots=True)
+class WeeklyReport:
+    """The outcome of one weekly run (all of it safe to publish).
+
+    Attributes:
+        week: the ISO week key.
+        lang: the report's language.
+        prompt: the prompt folder used (``weekly``).
+        course_names: the public course list the prompt named.
+        releases: the charged releases of the plan, by query name.
+        derived: releases computed from them for free (``share_positive`` …).
+        fresh: names of the releases charged by *this* run (the rest were cached).
+        spent: what this run charged to the plan pool (zero on a rerun).
+        budget: each pool on the plan pool's path, after the run.
+        generation: every attempt, the final text and where it came from.
+        model: ``"offline"`` or the model id that was asked.
+        timings: seconds per step.
+        history: this job's cached releases of earlier weeks (for the trend chart),
+            ``{query name: {week: release}}``; reading them spent nothing.
+    """
+
+    week: str
+    lang: str
+    prompt: str
+    course_names: tuple[str, ...]
+    releases: Mapping[str, Release]
+    derived: Mapping[str, Release]
+    fresh: tuple[str, ...]
+    spent: Cost
+    budget: tuple[PoolBudget, ...]
+    generation: GenerationResult
+    model: str
+    timings: Mapping[str, float]
+    history: Mapping[str, Mapping[str, Release]] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The summary: redacted, and clean under the precision guard."""
+        return self.generation.text
+
+    @property
+    def cached(self) -> tuple[str, ...]:
+        """Names of the releases served from the ledger's cache (no charge)."""
+        return tuple(n for n in self.releases if n not in self.fresh)
+
+    @property
+    def model_error(self) -> str | None:
+        """The model error that forced the fallback text, if any."""
+        return self.generation.error
+
+
+class WeeklyJob:
+    """The weekly job for one configuration: plan, data, ledger, templates, model.
+
+    Args:
+        settings: validated settings (``Settings.load``; the CLI applies ``from_env``).
+        engine: the data source (default: :func:`open_engine`).
+        ledger: the budget ledger (default: :func:`open_ledger`).
+        model: the model client (default: from the settings; ``None`` there means the
+            offline writer, which returns the template's deterministic fallback text).
+        redactor: a redactor (default: built from the settings, in the background
+            while the statistics run).
+        courses: the public course list named in the report (and the
+            ``course_feedback`` categories).
+        noise: the noise source (``None``: the secure default; a seeded one is for
+            tests, and its releases are refused by the templates).
+        clock: seconds for the timings (default ``time.perf_counter``).
+
+    Raises:
+        ConfigError: a plan, pool or column setting is unusable. DataError: the
+            source cannot be opened. Nothing is charged in either case.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        engine: Engine | None = None,
+        ledger: Ledger | None = None,
+        model: ModelClient | None = None,
+        redactor: Redactor | None = None,
+        courses: Sequence[str] = (),
+        noise: NoiseSource | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.settings = settings
+        self.courses = tuple(courses)
+        self.plan = build_plan(settings, courses=self.courses)
+        self.prompt = _PROMPT_ALIASES.get(settings.template, settings.template)
+        self._check_template()
+        self._owns_engine = engine is None
+        self._owns_ledger = ledger is None
+        self.engine = engine if engine is not None else open_engine(settings)
+        self.ledger = ledger if ledger is not None else open_ledger(settings)
+        self._model = model if model is not None else build_model(settings)
+        self._redactor = redactor
+        self._clock = clock
+        salt = settings.bounds.salt.encode() if settings.bounds.salt else None
+        self.runner = StatsRunner(
+            self.engine,
+            self.ledger,
+            dataset_id=settings.data.dataset_id,
+            pool=settings.plan_pool,
+            columns=columns_for(settings, self.plan),
+            salt=salt,
+            analyst=settings.analyst,
+            confidence=settings.confidence,
+            noise=noise,
+        )
+
+    def close(self) -> None:
+        """Close the engine and ledger this job opened (not ones it was given)."""
+        for resource, owned in ((self.engine, self._owns_engine), (self.ledger, self._owns_ledger)):
+            close = getattr(resource, "close", None)
+            if owned and callable(close):
+                close()
+
+    def __enter__(self) -> WeeklyJob:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- set-up ----------------------------------------------------------------------
+    def environment(self, week: str) -> Any:
+        from dpllm.templates import PromptEnvironment
+
+        dirs = [self.settings.resolve(d) for d in self.settings.template_dirs]
+        return PromptEnvironment(
+            dirs,
+            lang=self.settings.lang,
+            metadata={"week": week, "course_names": list(self.course_names)},
+        )
+
+    @property
+    def course_names(self) -> tuple[str, ...]:
+        if self.courses:
+            return self.courses
+        return ("全部课程",) if self.settings.lang == "zh" else ("all courses",)
+
+    def _check_template(self) -> None:
+        env = self.environment("2026-W01")
+        declared = env.declaration(f"{self.prompt}/user.{self.settings.lang}.j2")
+        missing = sorted(declared.releases - set(self.plan) - set(DERIVED))
+        if missing:
+            raise ConfigError(
+                f"the template {self.prompt!r} needs the releases {', '.join(missing)}; "
+                "add them to [plan.queries]",
+                field="plan.queries",
+            )
+        if set(DERIVED) & declared.release_names and "rating_histogram" not in self.plan:
+            raise ConfigError(
+                "the rating shares are derived from rating_histogram; add it to [plan.queries]",
+                field="plan.queries",
+            )
+
+    def ensure_pools(self) -> None:
+        """Create or update the configured pools (parents first)."""
+        ensure = self.ledger.ensure_pool
+        for spec in parents_first(self.settings.default_pools):
+            ensure(spec)
+
+    # -- budget ------------------------------------------------------------------------
+    def uncached(self, week: str) -> dict[str, Query]:
+        """The plan's queries with no stored release for ``week`` (reads the ledger only)."""
+        return {
+            name: q
+            for name, q in self.plan.items()
+            if self.ledger.get_release(self.runner.query_id(q, week)) is None
+        }
+
+    def check_budget(self, week: str, queries: Mapping[str, Query]) -> None:
+        """Refuse the run, before any charge, when ``queries`` do not all fit.
+
+        Raises:
+            BudgetExceeded: the first pool on the path (innermost first) that cannot take
+                the plan's cost; the message says what was asked and what is left.
+
+        A concurrent spender can still take budget between this check and the charges;
+        the ledger's own per-charge check stays the guarantee.
+        """
+        if not queries:
+            return
+        for spec in pool_path(self.settings):
+            if spec.on_exceed == "queue":
+                continue  # the ledger queues the charges for approval instead
+            needed = sum(q.cost.to_measure(spec.measure).micro for q in queries.values())
+            balance = self.ledger.balance(spec.name, week)
+            if needed > balance.remaining:
+                sym = "ε" if spec.measure is Measure.PURE else "ρ"
+                asked = ", ".join(
+                    f"{n} {q.cost.to_measure(spec.measure).describe()}" for n, q in queries.items()
+                )
+                raise BudgetExceeded(
+                    f"pool {spec.name!r} has {sym} {balance.remaining / MICRO:g} left for "
+                    f"{week}, the plan asks {sym} {needed / MICRO:g} ({asked}); nothing was "
+                    "spent. Wait for the next window, raise the pool's cap in dpllm.toml, "
+                    "or lower the plan's ε",
+                    pool=spec.name,
+                    requested=needed / MICRO,
+                    remaining=balance.remaining / MICRO,
+                    window=week,
+                )
+
+    def budget(self, week: str) -> tuple[PoolBudget, ...]:
+        """Each pool on the plan pool's path in ``week`` (reads the ledger only)."""
+        return tuple(
+            PoolBudget.from_balance(self.ledger.balance(p.name, week))
+            for p in pool_path(self.settings)
+        )
+
+    # -- releases ------------------------------------------------------------------------
+    def release(self, week: str, queries: Mapping[str, Query] | None = None) -> dict[str, Release]:
+        """Release the plan (or ``queries``) for ``week``: validate, check the budget, charge.
+
+        Raises:
+            DataError: a bad week, source or column (nothing charged).
+            BudgetExceeded: the plan does not fit (nothing charged).
+        """
+        parse_week(week)
+        queries = dict(self.plan if queries is None else queries)
+        for q in queries.values():
+            self.runner.check(q)
+        self.ensure_pools()
+        self.check_budget(week, {n: q for n, q in queries.items() if n in self.uncached(week)})
+        return {name: self.runner.release(q, week) for name, q in queries.items()}
+
+    def history(
+        self, week: str, *, names: Sequence[str] = ("mean_rating", "feedback_count")
+    ) -> dict[str, dict[str, Release]]:
+        """This job's **cached** releases of ``names`` over the trend weeks (spends nothing).
+
+        Weeks without a stored release are skipped.
+        """
+        out: dict[str, dict[str, Release]] = {}
+        for name in names:
+            if name not in self.plan:
+                continue
+            found: dict[str, Release] = {}
+            for w in previous_weeks(week, TREND_WEEKS):
+                stored = self.ledger.get_release(self.runner.query_id(self.plan[name], w))
+                if stored is not None:
+                    found[w] = stored
+            out[name] = found
+        return out
+
+    # -- the run --------------------------------------------------------------------------
+    def run(self, week: str, *, progress: Progress = _no_progress) -> WeeklyReport:
+        """Run the weekly job for ``week`` (see the module docstring for the steps).
+
+        Returns:
+            The :class:`WeeklyReport` (writing it to files is :mod:`dpllm.report`).
+
+        Raises:
+            DataError: bad week, source or column (nothing charged), or data a query
+                refuses after reading it (charged).
+            BudgetExceeded, BudgetPending: the plan does not fit (nothing charged).
+            TemplateError: the prompt cannot be rendered.
+            RedactionError: the redactor cannot be built.
+            GuardError: the fallback text itself breaks the guard.
+
+        Privacy: the plan's cost per user in ``week``, charged once; a rerun is free.
+        """
+        timings: dict[str, float] = {}
+        clock = self._clock
+        pending: concurrent.futures.Future[Redactor] | None = None
+        pool: concurrent.futures.ThreadPoolExecutor | None = None
+        if self._redactor is None:
+            # Loading spaCy and jieba takes seconds: overlap it with the statistics.
+            pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="dpllm-redactor")
+            pending = pool.submit(build_redactor, self.settings)
+        try:
+            progress("statistics")
+            t = clock()
+            before = self.uncached(week)
+            releases = self.release(week)
+            fresh = tuple(n for n in releases if n in before)
+            timings["statistics_s"] = clock() - t
+
+            derived: dict[str, Release] = {}
+            if "rating_histogram" in releases:
+                shares = rating_shares(releases["rating_histogram"])
+                derived = {name: shares[key] for name, key in DERIVED.items()}
+
+            progress("render")
+            t = clock()
+            env = self.environment(week)
+            context: dict[str, object] = {**releases, **derived}
+            messages = env.render_messages(self.prompt, context)
+            fallback = env.render_fallback(self.prompt, context)
+            timings["render_s"] = clock() - t
+
+            progress("redactor")
+            t = clock()
+            redactor = pending.result() if pending is not None else self._redactor
+            assert redactor is not None
+            timings["redactor_wait_s"] = clock() - t
+
+            progress("generate")
+            t = clock()
+            model = self._model if self._model is not None else OfflineWriter(fallback)
+            allow = set(messages.figures) | set(fallback.figures) | {week, *self.course_names}
+            m = self.settings.model
+            guarded = context_releases(context)
+            # The small-count threshold ("fewer than 5") is public wording, not a figure.
+            thresholds = {r.small_threshold for r in guarded.values() if r.small_threshold}
+            result = generate(
+                messages,
+                fallback_text=fallback,
+                releases=guarded,
+                allowed_constants=thresholds,
+                model=model,
+                redactor=redactor,
+                unsupported=self.settings.guard_unsupported,
+                language=self.settings.lang,
+                max_attempts=m.max_attempts,
+                allow=allow,
+                on_model_error="fallback",
+            )
+            timings["generate_s"] = clock() - t
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True)
+
+        spent = sum((releases[n].cost for n in fresh), Cost.zero(plan_pool(self.settings).measure))
+        return WeeklyReport(
+            week=week,
+            lang=self.settings.lang,
+            prompt=self.prompt,
+            course_names=self.course_names,
+            releases=releases,
+            derived=derived,
+            fresh=fresh,
+            spent=spent,
+            budget=self.budget(week),
+            generation=result,
+            model=getattr(model, "model", "offline"),
+            timings=timings,
+            history=self.history(week),
+        )
+
+
+def context_releases(context: Mapping[str, object]) -> dict[str, Release]:
+    """The Releases of a render context, by the names the template saw."""
+    return {k: v for k, v in context.items() if isinstance(v, Release)}
+
+
+def run_weekly(
+    settings: Settings,
+    week: str,
+    *,
+    progress: Progress = _no_progress,
+    **options: Any,
+) -> WeeklyReport:
+    """Run the weekly job for ``week`` with ``settings`` (see :class:`WeeklyJob`).
+
+    Args:
+        settings: validated settings.
+        week: the ISO week key, e.g. ``"2026-W47"``.
+        progress: called with each step's name (``statistics``, ``render``, …).
+        **options: passed to :class:`WeeklyJob` (``engine``, ``ledger``, ``model``,
+            ``redactor``, ``courses``, ``noise``, ``clock``).
+
+    Returns:
+        The :class:`WeeklyReport`.
+
+    Raises:
+        See :meth:`WeeklyJob.run`.
+
+    Privacy: the plan's cost per user in ``week``, charged once per week; a rerun
+    reuses the stored releases and spends nothing.
+    """
+    parse_week(week)
+    with WeeklyJob(settings, **options) as job:
+        return job.run(week, progress=progress)
