@@ -100,7 +100,10 @@ def _ensure_demo_data(settings: Settings) -> bool:
 
 
 def _fail(console: Console, code: int, message: str) -> typer.Exit:
-    console.print(f"[bold red]error:[/bold red] {message}", highlight=False)
+    from rich.markup import escape
+
+    # Escape: "[plan.queries.x, line 3]" would otherwise be read as Rich markup.
+    console.print(f"[bold red]error:[/bold red] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -266,7 +269,7 @@ def _summary(report: WeeklyReport, folder: Path) -> None:
         + ("offline writer (the template's text)" if report.model == "offline" else gen.source)
         + "."
     )
-    out.print(f"report: {folder / 'report.md'} (+ report.json, charts)")
+    out.print(f"report: {folder / 'report.md'} (+ report.json, charts)", markup=False)
 
 
 def init(
