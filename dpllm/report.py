@@ -133,7 +133,12 @@ def render_markdown(report: WeeklyReport) -> str:
         f"## {how}",
         "",
         f"- Writer: {report.model} ({gen.model_calls} call(s)); final text from the "
-        f"{'model' if gen.source == 'model' else 'deterministic fallback template'}.",
+        + (
+            "model"
+            if gen.source == "model" and report.model != "offline"
+            else "deterministic template (no language model)"
+        )
+        + ".",
         f"- Precision guard: {fixes} violation(s) found and sent back for rewriting.",
         f"- Redaction: {counts}.",
     ]
