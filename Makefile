@@ -22,12 +22,13 @@ install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
 demo: $(VENV)/.installed
-	$(VENV)/bin/dpllm quickstart
+	$(VENV)/bin/dpllm weekly --demo
 
 check: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check dpllm tests bench examples
 	$(VENV)/bin/ruff format --check dpllm tests bench examples
 	$(VENV)/bin/mypy
+	$(VENV)/bin/dpllm templates lint
 
 test: check
 	$(PY) -m pytest

@@ -39,11 +39,10 @@ DEFAULT_LEDGER = ".dpllm/ledger.db"
 DEFAULT_SMALL_THRESHOLD = 5.0
 DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_COLUMNS: Mapping[str, str] = {
-    "record": "id",
     "user": "user_id",
     "rating": "rating",
     "text": "text",
-    "timestamp": "created_at",
+    "timestamp": "ts",
     "course": "course",
 }
 # ε per query of the default weekly plan; the key metric (mean rating) gets most.
@@ -150,6 +149,8 @@ class DataSettings:
     table: str = "feedback"
     dataset_id: str = "feedback"
     columns: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_COLUMNS))
+    courses: tuple[str, ...] = ()
+    """The public list of course names (metadata, never derived from the data)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +209,7 @@ class Settings:
     small_threshold: float = DEFAULT_SMALL_THRESHOLD
     topics: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     lang: str = "zh"
-    template: str = "weekly_summary"
+    template: str = "weekly"
     template_dirs: tuple[str, ...] = ()
     model: ModelSettings = field(default_factory=ModelSettings)
     redaction_enabled: bool = True
@@ -265,7 +266,7 @@ class Settings:
             }
         )
         d = r.sub("data")
-        d.unknown({"source", "path", "dsn", "table", "dataset_id", "columns"})
+        d.unknown({"source", "path", "dsn", "table", "dataset_id", "columns", "courses"})
         cols_r = d.sub("columns")
         columns = dict(DEFAULT_COLUMNS)
         for key in cols_r.data:
@@ -275,6 +276,9 @@ class Settings:
             if not _NAME.match(value):
                 raise cols_r.error(key, f"{value!r} is not a plain SQL identifier")
             columns[key] = value
+        courses = d.get("courses", list, [])
+        if not all(isinstance(c, str) and c for c in courses):
+            raise d.error("courses", "must be a list of course names (public metadata)")
         table = d.get("table", str, "feedback")
         if not _NAME.match(table):
             raise d.error("table", f"{table!r} is not a plain SQL identifier")
@@ -285,6 +289,7 @@ class Settings:
             table=table,
             dataset_id=d.get("dataset_id", str, "feedback"),
             columns=columns,
+            courses=tuple(courses),
         )
 
         b = r.sub("bounds")
@@ -365,7 +370,7 @@ class Settings:
             small_threshold=small,
             topics=topics,
             lang=tm.choice("lang", ("zh", "en"), "zh"),
-            template=tm.get("name", str, "weekly_summary"),
+            template=tm.get("name", str, "weekly"),
             template_dirs=tuple(dirs),
             model=model,
             redaction_enabled=rd.get("enabled", bool, True),

@@ -69,7 +69,6 @@ DERIVED: Mapping[str, str] = {"share_positive": "share_high", "share_negative": 
 """Template name → :func:`~dpllm.data.stats.rating_shares` key (post-processing, free)."""
 
 DEFAULT_PROMPT = "weekly"
-_PROMPT_ALIASES = {"weekly_summary": DEFAULT_PROMPT}  # config.py's default name
 TREND_WEEKS = 8
 """How many weeks (this one included) the trend chart looks back over."""
 
@@ -197,9 +196,9 @@ class WeeklyJob:
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.settings = settings
-        self.courses = tuple(courses)
+        self.courses = tuple(courses) or settings.data.courses
         self.plan = build_plan(settings, courses=self.courses)
-        self.prompt = _PROMPT_ALIASES.get(settings.template, settings.template)
+        self.prompt = settings.template
         self._check_template()
         self._owns_engine = engine is None
         self._owns_ledger = ledger is None
