@@ -181,6 +181,14 @@ def _check_policy(policy: OutOfRange) -> None:
         raise DataError(f"out_of_range must be 'clamp', 'drop' or 'reject', got {policy!r}")
 
 
+def out_of_range_error() -> DataError:
+    """The refusal of a ``reject`` query whose window holds a rating outside 1–5."""
+    return DataError(
+        "ratings outside 1–5 in this window and the query declares out_of_range='reject'; "
+        "fix the data or use out_of_range='clamp'"
+    )
+
+
 def _reject_if_needed(scope: Scope, policy: OutOfRange) -> None:
     if policy != "reject":
         return
@@ -189,10 +197,7 @@ def _reject_if_needed(scope: Scope, policy: OutOfRange) -> None:
     (bad,) = scope.engine.fetch(stmt)[0]
     if int(bad):
         # After the read: the charge stands (a data-dependent failure is a signal).
-        raise DataError(
-            "ratings outside 1–5 in this window and the query declares out_of_range='reject'; "
-            "fix the data or use out_of_range='clamp'"
-        )
+        raise out_of_range_error()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -39,7 +39,9 @@ __all__ = [
     "Dialect",
     "OutOfRange",
     "Statement",
+    "SummaryPlan",
     "quote_ident",
+    "user_summary",
 ]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -338,3 +340,137 @@ def user_texts(
         + window_filter(cols, dialect, start, end)
         + text(f" AND {cols.q('text')} IS NOT NULL")
     )
+
+
+# -- the shared per-user summary --------------------------------------------------------
+
+SummaryKey = tuple[object, ...]
+"""Names one column of a summary row: ``("users",)``, ``("records", M)``,
+``("mean_users", policy)``, ``("mean_milli", policy)``, ``("hist", policy, M, k)``
+or ``("out_of_range",)``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SummaryPlan:
+    """Which exact aggregates one per-user pass over a window must return.
+
+    Args:
+        record_caps: the ``M`` of each ``Σ_u min(n_u, M)`` wanted.
+        mean_policies: the out-of-range policy of each mean wanted.
+        histograms: ``(policy, M)`` of each rating histogram wanted.
+        out_of_range: also count ratings outside 1–5 (the ``reject`` policy).
+
+    The user count is always returned.
+    """
+
+    record_caps: tuple[int, ...] = ()
+    mean_policies: tuple[OutOfRange, ...] = ()
+    histograms: tuple[tuple[OutOfRange, int], ...] = ()
+    out_of_range: bool = False
+
+    def keys(self) -> tuple[SummaryKey, ...]:
+        """The columns of the summary row, in order."""
+        keys: list[SummaryKey] = [("users",)]
+        keys += [("records", m) for m in self.record_caps]
+        for p in self.mean_policies:
+            keys += [("mean_users", p), ("mean_milli", p)]
+        for p, m in self.histograms:
+            keys += [("hist", p, m, k) for k in range(1, 6)]
+        if self.out_of_range:
+            keys.append(("out_of_range",))
+        return tuple(keys)
+
+
+def _star_cells(cols: ColumnMap, dialect: Dialect) -> dict[str, str]:
+    """Per-row predicates, one per rating cell, equal to :func:`rating_bucket`'s buckets.
+
+    ``in1``…``in5`` are the in-range stars (1 ≤ x ≤ 5, nearest star, halves up);
+    ``lo1`` is ``x < 1.5`` (``in1`` plus everything below 1: star 1 when clamped)
+    and ``hi5`` is ``x ≥ 4.5`` (``in5`` plus everything above 5: star 5 when
+    clamped); ``bad`` is ``x`` outside 1–5. NULL compares unknown, so it is in no
+    cell; NaN sorts above every number on DuckDB and PostgreSQL (SQLite stores
+    it as NULL), so the cells that reach above 5 exclude it explicitly. Raw
+    comparisons, no per-row CASE: the cells are counted with aggregate FILTERs.
+    """
+    x = cols.q("rating")
+    not_nan = f"NOT ({dialect.is_nan(x)})"
+    return {
+        "lo1": f"{x} < 1.5",
+        "in1": f"{x} >= 1 AND {x} < 1.5",
+        "in2": f"{x} >= 1.5 AND {x} < 2.5",
+        "in3": f"{x} >= 2.5 AND {x} < 3.5",
+        "in4": f"{x} >= 3.5 AND {x} < 4.5",
+        "in5": f"{x} >= 4.5 AND {x} <= 5",
+        "hi5": f"{x} >= 4.5 AND {not_nan}",
+        "bad": f"({x} < 1 OR ({x} > 5 AND {not_nan}))",
+    }
+
+
+def _policy_cells(policy: OutOfRange) -> tuple[str, ...]:
+    """The cells whose counts are a user's ``c_1…c_5`` under ``policy``."""
+    if policy == "clamp":
+        return ("lo1", "in2", "in3", "in4", "hi5")
+    if policy in ("drop", "reject"):
+        # Under 'reject' the query refuses any out-of-range rating, so when it
+        # answers at all its cells are the in-range ones (as 'drop').
+        return ("in1", "in2", "in3", "in4", "in5")
+    raise DataError(f"out_of_range must be 'clamp', 'drop' or 'reject', got {policy!r}")
+
+
+def user_summary(
+    cols: ColumnMap,
+    dialect: Dialect,
+    source: Statement,
+    start: dt.datetime,
+    end: dt.datetime,
+    plan: SummaryPlan,
+) -> Statement:
+    """One row of exact aggregates (columns: ``plan.keys()``) from one per-user pass.
+
+    The inner ``GROUP BY user`` reduces each user to ``n`` (records) and the
+    counts of their rating cells; every aggregate of the plan is then computed
+    from those per-user rows with exactly the integer expressions of
+    :func:`records_and_users`, :func:`mean_parts` and :func:`histogram`, with
+    ``n_r = Σ_k c_k`` and ``Σr = Σ_k k·c_k``, so the results are identical.
+    """
+    policies = {*plan.mean_policies, *(p for p, _ in plan.histograms)}
+    cells = sorted({c for p in policies for c in _policy_cells(p)})
+    if plan.out_of_range:
+        cells.append("bad")
+    preds = _star_cells(cols, dialect) if cells else {}
+    inner_cols = ["COUNT(*) AS n"] + [f"COUNT(*) FILTER (WHERE {preds[c]}) AS {c}" for c in cells]
+    per_user = (
+        text(f"SELECT {', '.join(inner_cols)} FROM ")
+        + source
+        + window_filter(cols, dialect, start, end)
+        + text(f" GROUP BY {cols.q('user')}")
+    )
+
+    def n_r(p: OutOfRange) -> str:
+        return "(" + " + ".join(_policy_cells(p)) + ")"
+
+    def stars(p: OutOfRange) -> str:
+        return "(" + " + ".join(f"{k} * {c}" for k, c in enumerate(_policy_cells(p), 1)) + ")"
+
+    # Same order as plan.keys().
+    out = ["COUNT(*)"]
+    for cap in plan.record_caps:
+        m = _bound("max_records", cap)
+        out.append(f"COALESCE(SUM(CASE WHEN n < {m} THEN n ELSE {m} END), 0)")
+    for p in plan.mean_policies:
+        nr = n_r(p)
+        # A divisor that is never 0: some engines evaluate before they filter.
+        safe = f"CASE WHEN {nr} > 0 THEN {nr} ELSE 1 END"
+        q_u = dialect.idiv(f"{2 * MILLI} * {stars(p)} + {nr}", f"2 * {safe}")
+        out.append(f"COUNT(*) FILTER (WHERE {nr} >= 1)")
+        out.append(f"COALESCE(SUM({q_u} - {3 * MILLI}) FILTER (WHERE {nr} >= 1), 0)")
+    for p, cap in plan.histograms:
+        m, nr = _bound("max_records", cap), n_r(p)
+        denominator = f"CASE WHEN {nr} > {m} THEN {nr} ELSE {m} END"
+        out += [
+            f"COALESCE(SUM({dialect.idiv(f'{cell} * {m}', denominator)}), 0)"
+            for cell in _policy_cells(p)
+        ]
+    if plan.out_of_range:
+        out.append("COALESCE(SUM(bad), 0)")
+    return text(f"SELECT {', '.join(out)} FROM (") + per_user + text(") AS per_user")

@@ -1,0 +1,149 @@
+"""One per-user pass for the weekly statistic set: count, active users, mean, histogram.
+
+Measured one by one, :class:`~dpllm.data.queries.FeedbackCount`,
+:class:`~dpllm.data.queries.ActiveUsers`,
+:class:`~dpllm.data.queries.MeanRating` and
+:class:`~dpllm.data.queries.RatingHistogram` each group the window's records by
+user. Their exact aggregates are all functions of the same per-user summary —
+``n_u`` (records) and the counts ``c_uk`` of the user's ratings per star (under
+each out-of-range policy) — so :func:`measure_shared` reads the window **once**
+(:func:`dpllm.data.sql.user_summary`) and derives every one of them from it:
+
+* records: ``Σ_u min(n_u, M)``; active users: the number of users;
+* mean: ``C`` = users with ``n_r = Σ_k c_uk ≥ 1`` and
+  ``S = Σ_u (⌊(2000·Σ_k k·c_uk + n_r) / (2·n_r)⌋ − 3000) / 1000``;
+* histogram: ``h_k = Σ_u ⌊c_uk·M / max(n_r, M)⌋``.
+
+These are the *same integers* the per-query SQL returns (tested on SQLite,
+DuckDB and PostgreSQL), so each query's sensitivity proof in its docstring holds
+unchanged, and each query is still noised by its own mechanism and charged
+under its own query id (see :meth:`dpllm.data.stats.StatsRunner.release_all`).
+Sharing the read changes no privacy cost: the queries compose exactly as they
+do when each reads the data itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dpllm.data import sql
+from dpllm.data.queries import (
+    RATING_LABELS,
+    ActiveUsers,
+    Exact,
+    FeedbackCount,
+    MeanRating,
+    Query,
+    RatingHistogram,
+    Scope,
+    out_of_range_error,
+)
+from dpllm.data.sql import SummaryKey, SummaryPlan
+
+__all__ = ["SHAREABLE", "SharedSummary", "is_shareable", "measure_shared", "plan_for"]
+
+SHAREABLE: tuple[type, ...] = (FeedbackCount, ActiveUsers, MeanRating, RatingHistogram)
+"""Query types whose exact aggregates come from the shared per-user summary."""
+
+
+def is_shareable(query: Query) -> bool:
+    """Whether ``query`` can be measured from the shared summary.
+
+    Exact types only: a subclass may measure something else.
+    """
+    return type(query) in SHAREABLE
+
+
+def plan_for(queries: Sequence[Query]) -> SummaryPlan:
+    """The summary columns that ``queries`` (all shareable) need.
+
+    Raises:
+        TypeError: a query is not shareable.
+    """
+    caps: list[int] = []
+    means: list[sql.OutOfRange] = []
+    hists: list[tuple[sql.OutOfRange, int]] = []
+    reject = False
+    for q in queries:
+        if not is_shareable(q):
+            raise TypeError(f"{type(q).__name__} cannot be measured from the shared summary")
+        if type(q) is FeedbackCount:
+            caps.append(q.max_records)
+        elif type(q) is MeanRating:
+            means.append(q.out_of_range)
+            reject |= q.out_of_range == "reject"
+        elif type(q) is RatingHistogram:
+            hists.append((q.out_of_range, q.max_records))
+            reject |= q.out_of_range == "reject"
+    return SummaryPlan(
+        record_caps=tuple(dict.fromkeys(caps)),
+        mean_policies=tuple(dict.fromkeys(means)),
+        histograms=tuple(dict.fromkeys(hists)),
+        out_of_range=reject,
+    )
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class SharedSummary:
+    """The exact aggregates of one window's summary row: internal to the core.
+
+    Its ``repr`` hides the numbers, as :class:`~dpllm.data.queries.Exact` does.
+    """
+
+    row: dict[SummaryKey, int]
+
+    def __repr__(self) -> str:
+        return f"<SharedSummary: {len(self.row)} hidden value(s)>"
+
+    def exact(self, query: Query) -> Exact:
+        """The exact aggregate of ``query``, equal to ``query.measure(scope)``.
+
+        Raises:
+            DataError: the query declares ``out_of_range='reject'`` and the
+                window holds a rating outside 1–5 (after the read: charged).
+            TypeError: the query is not shareable.
+        """
+        r = self.row
+        if type(query) is FeedbackCount:
+            return Exact((r[("records", query.max_records)],))
+        if type(query) is ActiveUsers:
+            return Exact((r[("users",)],))
+        if type(query) is MeanRating:
+            self._refuse(query.out_of_range)
+            p = query.out_of_range
+            return Exact((r[("mean_users", p)], r[("mean_milli", p)] / sql.MILLI))
+        if type(query) is RatingHistogram:
+            self._refuse(query.out_of_range)
+            p, m = query.out_of_range, query.max_records
+            return Exact(tuple(r[("hist", p, m, k)] for k in range(1, 6)), RATING_LABELS)
+        raise TypeError(f"{type(query).__name__} cannot be measured from the shared summary")
+
+    def _refuse(self, policy: sql.OutOfRange) -> None:
+        if policy == "reject" and self.row[("out_of_range",)]:
+            raise out_of_range_error()
+
+
+def measure_shared(queries: Sequence[Query], scope: Scope) -> SharedSummary:
+    """Read the window once and return the summary every query in ``queries`` needs.
+
+    Args:
+        queries: shareable queries (:func:`is_shareable`).
+        scope: engine, column mapping and window.
+
+    Returns:
+        A :class:`SharedSummary`; ``summary.exact(q)`` equals ``q.measure(scope)``.
+
+    Raises:
+        DataError: the engine fails (the data may have been read).
+        TypeError: a query is not shareable.
+
+    Privacy: no release; the exact values stay in the core. Reading once for
+    several queries costs what those queries cost, each under its own charge.
+    """
+    plan = plan_for(queries)
+    stmt = sql.user_summary(
+        scope.columns, scope.engine.dialect, scope.source, scope.start, scope.end, plan
+    )
+    (row,) = scope.engine.fetch(stmt)
+    return SharedSummary(dict(zip(plan.keys(), (int(v) for v in row), strict=True)))
