@@ -13,6 +13,13 @@ layer. For each ``(query, window)`` it
 4. reads the data through the engine (contribution bounding in the SQL), adds
    noise through the query's mechanism, stores the release, returns it.
 
+:meth:`StatsRunner.release_all` runs the shareable part of a set (count, active
+users, mean, histogram) as one batch: it charges every query of the batch
+first, each under its own query id, then reads the window **once** (one
+per-user summary, :mod:`dpllm.data.shared`), then noises and stores each
+release through its own mechanism. A refused charge refunds the batch's earlier
+charges (nothing was read); a cached query is neither charged nor read again.
+
 The post-processing helpers (:func:`rating_shares`, :func:`top_k`) read
 releases only and are free.
 """
@@ -23,22 +30,25 @@ import hashlib
 import json
 import secrets
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from dpllm.data.engines import Engine
 from dpllm.data.queries import (
     ActiveUsers,
     CourseBreakdown,
+    Exact,
     FeedbackCount,
     MeanRating,
     Query,
     RatingHistogram,
     Scope,
 )
+from dpllm.data.shared import is_shareable, measure_shared
 from dpllm.data.sql import ColumnMap
 from dpllm.data.topics import DEFAULT_VOCABULARY, TopicCounts, Vocabulary
-from dpllm.errors import DataError, InvalidPrivacyParameter
-from dpllm.ledger.base import Ledger, release_once
+from dpllm.errors import ChargeInProgress, DataError, InvalidPrivacyParameter
+from dpllm.ledger.base import Charge, Ledger, release_once
 from dpllm.privacy.intervals import discrete_gaussian_half_width, discrete_laplace_half_width
 from dpllm.privacy.noise import NoiseSource
 from dpllm.release import Release
@@ -185,6 +195,19 @@ class StatsRunner:
                     f"unknown column {name!r} (mapped as {role}); the source has: {known}"
                 )
 
+    def _scope(self, window: str) -> Scope:
+        start, end = week_bounds(window)
+        return Scope(self.engine, self.columns, window, start, end, self._salt)
+
+    def _publish(self, query: Query, exact: Exact, query_id: str, window: str) -> Release:
+        return query.publish(
+            exact,
+            fingerprint=query_id,
+            window=window,
+            confidence=self._config.confidence,
+            noise=self._noise,
+        )
+
     def release(self, query: Query, window: str) -> Release:
         """Release ``query`` for ``window`` (an ISO week key such as ``2026-W47``).
 
@@ -201,37 +224,105 @@ class StatsRunner:
         """
         parse_week(window)
         self.check(query)
-        start, end = week_bounds(window)
-        scope = Scope(self.engine, self.columns, window, start, end, self._salt)
+        scope = self._scope(window)
         query_id = self.query_id(query, window)
         cfg = self._config
-
-        def compute() -> Release:
-            exact = query.measure(scope)
-            return query.publish(
-                exact,
-                fingerprint=query_id,
-                window=window,
-                confidence=cfg.confidence,
-                noise=self._noise,
-            )
-
         return release_once(
             self.ledger,
             query_id=query_id,
             pool=cfg.pool,
             window=window,
             cost=query.cost,
-            compute=compute,
+            compute=lambda: self._publish(query, query.measure(scope), query_id, window),
             analyst=cfg.analyst,
             description=f"{query.name} on {cfg.dataset_id}",
         )
 
-    def release_all(self, queries: Mapping[str, Query], window: str) -> dict[str, Release]:
-        """Release each query for one window (each its own charge)."""
+    def release_all(
+        self, queries: Mapping[str, Query], window: str, *, shared: bool = True
+    ) -> dict[str, Release]:
+        """Release each query for one window, each under its own charge.
+
+        Args:
+            queries: ``{name: query}``; the result has the same keys, in order.
+            window: an ISO week key.
+            shared: measure the shareable queries (count, active users, mean,
+                histogram; two or more of them) from one per-user pass; the
+                others, or all when ``False``, read the data one by one.
+
+        Raises:
+            DataError: bad window, missing source or column (nothing charged);
+                a ``reject`` query refusing the data (after the read: charged;
+                the batch's other releases are stored first).
+            BudgetExceeded: a query of the batch does not fit (nothing charged
+                for the batch: its earlier charges are refunded, nothing read).
+
+        Privacy: the sum of the queries' costs per user in ``window``, each
+        charged under its own query id before the data is read. Sharing the read
+        changes no cost: each exact aggregate is the one its query proves.
+        """
+        parse_week(window)
         for q in queries.values():
             self.check(q)
-        return {name: self.release(q, window) for name, q in queries.items()}
+        batch = {n: q for n, q in queries.items() if shared and is_shareable(q)}
+        done = self._release_batch(batch, window) if len(batch) > 1 else {}
+        return {n: done[n] if n in done else self.release(q, window) for n, q in queries.items()}
+
+    def _release_batch(self, queries: Mapping[str, Query], window: str) -> dict[str, Release]:
+        """Charge every query, then read once, then noise and store each (see :meth:`release_all`)."""
+        ids = {name: self.query_id(q, window) for name, q in queries.items()}
+        by_id = {ids[name]: q for name, q in queries.items()}  # one charge per query id
+        cfg = self._config
+        releases: dict[str, Release] = {}
+        with ExitStack() as stack:
+            # Charges are taken in query-id order, so two processes charging
+            # overlapping batches never wait for each other in a cycle. A refusal
+            # raises here and unwinds the stack: every earlier charge is
+            # refunded, since no data was read.
+            charges: dict[str, Charge] = {
+                qid: stack.enter_context(
+                    self.ledger.charging(
+                        query_id=qid,
+                        pool=cfg.pool,
+                        window=window,
+                        cost=by_id[qid].cost,
+                        analyst=cfg.analyst,
+                        description=f"{by_id[qid].name} on {cfg.dataset_id}",
+                    )
+                )
+                for qid in sorted(by_id)
+            }
+            todo = [qid for qid in by_id if charges[qid].cached is None]  # in the caller's order
+            for qid, charge in charges.items():
+                if charge.cached is not None:
+                    releases[qid] = charge.cached
+            if todo:
+                for qid in todo:
+                    charges[qid].data_read()
+                summary = measure_shared([by_id[qid] for qid in todo], self._scope(window))
+                refused: DataError | None = None
+                for qid in todo:
+                    try:
+                        exact = summary.exact(by_id[qid])
+                    except DataError as exc:  # 'reject': stays charged, not released
+                        refused = refused or exc
+                        continue
+                    release = self._publish(by_id[qid], exact, qid, window)
+                    releases[qid] = self._store(charges[qid], release)
+                if refused is not None:
+                    raise refused
+        return {name: releases[ids[name]] for name in queries}
+
+    def _store(self, charge: Charge, release: Release) -> Release:
+        """Store ``release``; if another process stored one first, return that one."""
+        try:
+            charge.store(release)
+        except ChargeInProgress:
+            stored = self.ledger.get_release(charge.query_id)
+            if stored is None:
+                raise
+            return stored
+        return release
 
     def trend(self, query: Query, windows: Sequence[str]) -> dict[str, Release]:
         """The same query in several weeks, each charged to its own window.
