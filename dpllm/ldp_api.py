@@ -7,8 +7,10 @@
   the user spent; :meth:`LDPStore.user_epsilon` sums a user's local ε in a window.
 * :class:`LDPIngest` — checks a report against its metric (mechanism, ε,
   domain) and stores it; estimates are post-processing of stored reports.
-* :func:`ldp_router` — a FastAPI ``APIRouter`` the proxy (``dpllm serve``)
-  includes behind its own authentication.
+* :data:`router` — the FastAPI ``APIRouter`` that ``dpllm serve`` includes: it
+  serves the :class:`LDPIngest` found at ``app.state.ldp_ingest`` (503 until
+  the server sets one); :func:`ldp_router` binds the same endpoints to a given
+  ingest (tests, other apps).
 * :class:`LDPClient` — randomises on the client (OpenDP's secure samplers) and
   POSTs the report with httpx; the true value never leaves the caller.
 
@@ -25,10 +27,13 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
 
 from dpllm.errors import DuplicateReport, InvalidReport, LedgerUnavailable
 from dpllm.privacy.ldp import LDPAggregate, LDPEstimate, LDPReport, LocalRandomizer
@@ -36,9 +41,8 @@ from dpllm.release import MICRO, to_micro
 
 if TYPE_CHECKING:
     import httpx
-    from fastapi import APIRouter
 
-__all__ = ["LDPClient", "LDPIngest", "LDPStore", "ldp_router", "pseudonym"]
+__all__ = ["LDPClient", "LDPIngest", "LDPStore", "ldp_router", "pseudonym", "router"]
 
 REPORTS_PATH = "/v1/ldp/reports"
 
@@ -225,30 +229,49 @@ class LDPIngest:
         return agg.estimate(metric=metric, confidence=confidence)
 
 
-def ldp_router(ingest: LDPIngest) -> APIRouter:
-    """``POST /v1/ldp/reports`` (201, 409 duplicate, 422 invalid) and
-    ``GET /v1/ldp/estimates/{metric}/{window}``.
+class _NotConfigured(Exception):
+    pass
 
-    Include it in the proxy app behind its authentication dependency.
-    """
-    from fastapi import APIRouter, Request
-    from fastapi.responses import JSONResponse
 
-    router = APIRouter()
+def _from_app_state(request: Request) -> LDPIngest:
+    ingest = getattr(request.app.state, "ldp_ingest", None)
+    if not isinstance(ingest, LDPIngest):
+        raise _NotConfigured
+    return ingest
 
+
+def _build_router(get_ingest: Callable[[Request], LDPIngest]) -> APIRouter:
+    router = APIRouter(tags=["ldp"])
+    not_configured = JSONResponse(
+        {
+            "error": "ldp_not_configured",
+            "detail": "local-DP ingest is not configured: set app.state.ldp_ingest to an LDPIngest",
+        },
+        503,
+    )
+
+    @router.post(REPORTS_PATH, status_code=201, summary="Submit one randomised (ε-LDP) report")
     async def post_report(request: Request) -> JSONResponse:
         try:
+            ingest = get_ingest(request)
             report = LDPReport.from_json(await request.body())
             ingest.submit(report)
+        except _NotConfigured:
+            return not_configured
         except DuplicateReport as exc:
             return JSONResponse({"error": "duplicate_report", "detail": str(exc)}, 409)
         except InvalidReport as exc:
             return JSONResponse({"error": "invalid_report", "detail": str(exc)}, 422)
         return JSONResponse({"accepted": True, "epsilon": report.epsilon}, 201)
 
-    def get_estimate(metric: str, window: str, confidence: float = 0.95) -> JSONResponse:
+    @router.get("/v1/ldp/estimates/{metric}/{window}", summary="Estimates from LDP reports")
+    def get_estimate(
+        request: Request, metric: str, window: str, confidence: float = 0.95
+    ) -> JSONResponse:
         try:
-            est = ingest.estimate(metric, window, confidence=confidence)
+            est = get_ingest(request).estimate(metric, window, confidence=confidence)
+        except _NotConfigured:
+            return not_configured
         except ValueError as exc:  # InvalidReport, or a bad confidence
             return JSONResponse({"error": "invalid_request", "detail": str(exc)}, 422)
         body = {
@@ -266,15 +289,18 @@ def ldp_router(ingest: LDPIngest) -> APIRouter:
         }
         return JSONResponse(body)
 
-    # The module uses postponed annotations and imports FastAPI lazily, so give
-    # FastAPI the real classes before it inspects the signatures.
-    post_report.__annotations__["request"] = Request
-    post_report.__annotations__["return"] = JSONResponse
-    get_estimate.__annotations__.update(metric=str, window=str, confidence=float)
-    get_estimate.__annotations__["return"] = JSONResponse
-    router.add_api_route(REPORTS_PATH, post_report, methods=["POST"], status_code=201)
-    router.add_api_route("/v1/ldp/estimates/{metric}/{window}", get_estimate, methods=["GET"])
     return router
+
+
+def ldp_router(ingest: LDPIngest) -> APIRouter:
+    """A router bound to ``ingest``: ``POST /v1/ldp/reports`` (201; 409 for a second
+    report of a user/metric/window; 422 invalid) and ``GET /v1/ldp/estimates/{metric}/{window}``.
+    """
+    return _build_router(lambda _request: ingest)
+
+
+router = _build_router(_from_app_state)
+"""The same endpoints for ``dpllm serve``: they use ``app.state.ldp_ingest`` (503 until set)."""
 
 
 class LDPClient:

@@ -130,3 +130,16 @@ def test_pseudonym_is_stable_and_opaque() -> None:
     LDPReport(metric="m", window=WEEK, user=a, mechanism="krr", epsilon=1.0, payload=(1,))
     with pytest.raises(InvalidReport):
         pseudonym(b"", "x")
+
+
+def test_module_router_uses_app_state(tmp_path: Path) -> None:
+    from dpllm import ldp_api
+
+    app = FastAPI()
+    app.include_router(ldp_api.router)
+    with TestClient(app) as http:
+        body = _report("u:9").to_json()
+        assert http.post("/v1/ldp/reports", content=body).status_code == 503
+        app.state.ldp_ingest = LDPIngest(LDPStore(tmp_path / "s.db"), {"rating": KRR})
+        assert http.post("/v1/ldp/reports", content=body).status_code == 201
+        assert http.post("/v1/ldp/reports", content=body).status_code == 409
