@@ -1,8 +1,8 @@
 """Open the configured ledger from its URL: one place that knows the backends.
 
 ``settings.ledger`` is a file path or ``sqlite:///path`` (the embedded SQLite
-ledger) or a ``postgresql://`` URL (the shared ledger, when its backend is
-installed). Callers (the server, the CLI) go through :func:`open_ledger` so a new
+ledger) or a ``postgresql://`` URL (the shared ledger of several replicas,
+:class:`~dpllm.ledger.postgres.PostgresLedger`; needs psycopg). Callers (the server, the CLI) go through :func:`open_ledger` so a new
 backend is one branch here.
 """
 
@@ -48,12 +48,14 @@ def open_ledger(url: str, *, base_dir: str | Path = ".") -> ManagedLedger:
     """
     if url.startswith(("postgresql://", "postgres://")):
         try:
-            from dpllm.ledger import postgres  # type: ignore[attr-defined, unused-ignore]
-        except ImportError as exc:
+            from dpllm.ledger.postgres import PostgresLedger
+        except ImportError as exc:  # psycopg is an optional dependency
             raise ConfigError(
-                "this dpllm has no PostgreSQL ledger yet; use a SQLite path", field="ledger.url"
+                f"a postgresql:// ledger needs psycopg ({exc}); install psycopg[binary] "
+                "or use a SQLite path",
+                field="ledger.url",
             ) from exc
-        ledger: ManagedLedger = postgres.PostgresLedger(url)
+        ledger: ManagedLedger = PostgresLedger(url)
         return ledger
     path_text = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url
     if "://" in path_text:

@@ -1,0 +1,83 @@
+"""``dpllm serve``: run the OpenAI-compatible proxy; ``dpllm serve hash-key``: hash an API key.
+
+The server reads ``dpllm.toml`` and the environment (``OPENAI_API_KEY``,
+``OPENAI_BASE_URL``, ``DPLLM_MODEL``, ``DPLLM_LEDGER``) here, at the edge.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+__all__ = ["register", "serve_app"]
+
+serve_app = typer.Typer(
+    name="serve",
+    help="Run the OpenAI-compatible proxy (chat, DP statistics, budget).",
+    invoke_without_command=True,
+)
+
+
+@serve_app.callback()
+def serve(
+    ctx: typer.Context,
+    config: Annotated[
+        str, typer.Option("--config", help="The dpllm.toml to serve.")
+    ] = "dpllm.toml",
+    host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to bind.")] = 8000,
+    log_level: Annotated[str, typer.Option("--log-level", help="info, warning, error")] = "info",
+) -> None:
+    """Serve the proxy described by CONFIG on HOST:PORT."""
+    if ctx.invoked_subcommand is not None:
+        return
+    import logging
+    import os
+
+    import uvicorn
+
+    from dpllm.config import Settings
+    from dpllm.errors import DPLLMError
+    from dpllm.server import create_app
+    from dpllm.server.logging import configure_json_logging
+
+    try:
+        settings = Settings.load(config).from_env(os.environ)
+        if not settings.api_keys:
+            typer.echo(
+                "warning: no [[server.keys]] configured: every request will be refused (401). "
+                "Make one with `dpllm serve hash-key`",
+                err=True,
+            )
+        configure_json_logging(getattr(logging, log_level.upper(), logging.INFO))
+        app = create_app(settings)
+    except DPLLMError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=1) from None
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, ws="none")
+
+
+@serve_app.command("hash-key")
+def hash_key(
+    key: Annotated[str | None, typer.Argument(help="The key (prompted for when omitted).")] = None,
+    new: Annotated[bool, typer.Option("--new", help="Generate a fresh random key.")] = False,
+) -> None:
+    """Print the sha256: form of an API key (for a server key entry in dpllm.toml)."""
+    import secrets
+
+    from dpllm.config import hash_api_key
+
+    if new:
+        key = "dpllm-" + secrets.token_urlsafe(32)
+        typer.echo(f"key:  {key}")
+    elif key is None:
+        key = typer.prompt("API key", hide_input=True)
+    if not key:
+        raise typer.BadParameter("the key is empty")
+    typer.echo(f'hash = "{hash_api_key(key)}"' if new else hash_api_key(key))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``serve`` command group to the ``dpllm`` app."""
+    app.add_typer(serve_app, name="serve")

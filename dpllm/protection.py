@@ -1,0 +1,346 @@
+"""The protection one chat-completion call gets: the per-call vault, guard and exchange.
+
+:class:`Protection` holds the wrapper's settings; :meth:`Protection.begin` turns a
+call's messages into their protected form and returns a :class:`CallState`, whose
+:meth:`~CallState.exchange` is the call as a generator free of I/O (it yields the
+messages to send and receives each ``ChatCompletion``), driven by the sync and
+async clients of :mod:`dpllm.wrap` and by the proxy. See :mod:`dpllm.wrap` for
+the behaviour.
+
+Privacy: post-processing only; no privacy budget is spent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from dpllm.errors import ConfigError, InvalidPrivacyParameter
+from dpllm.generate import GenerationResult, RedactionLike, generation_flow
+from dpllm.guard import Guard, GuardReport, text_language
+from dpllm.models import Completion, Usage
+from dpllm.redact.vault import Vault
+from dpllm.release import Release
+from dpllm.streaming import DEFAULT_MAX_HOLD, DEFAULT_MIN_RELEASE, blind_tokens, rewrite_violations
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletion
+
+__all__ = [
+    "POLICIES",
+    "UNSET",
+    "CallState",
+    "NoRedaction",
+    "Protection",
+    "TextRedactor",
+    "parse_releases",
+    "take_dpllm_options",
+]
+
+POLICIES = ("pseudonymise", "redact")
+
+
+class TextRedactor(Protocol):
+    """What the wrapper needs of a redactor (``dpllm.redact.Redactor`` fits)."""
+
+    def redact(
+        self, text: str, *, language: str = "auto", allow: Collection[str] = ()
+    ) -> RedactionLike: ...
+
+    def pseudonymise(
+        self, text: str, *, vault: Vault, language: str = "auto", allow: Collection[str] = ()
+    ) -> RedactionLike: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Plain:
+    text: str
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+
+class NoRedaction:
+    """A :class:`TextRedactor` that changes nothing: an explicit opt-out.
+
+    Only for a trusted upstream or a benchmark baseline; the guard still runs
+    when releases are attached.
+    """
+
+    def redact(
+        self, text: str, *, language: str = "auto", allow: Collection[str] = ()
+    ) -> RedactionLike:
+        return _Plain(text)
+
+    def pseudonymise(
+        self, text: str, *, vault: Vault, language: str = "auto", allow: Collection[str] = ()
+    ) -> RedactionLike:
+        return _Plain(text)
+
+
+class _BlindGuard(Guard):
+    """The guard, reading pseudonym tokens' hex tails as letters (same offsets)."""
+
+    def check(self, text: str, *, language: str = "auto") -> GuardReport:
+        return super().check(blind_tokens(text), language=language)
+
+
+def parse_releases(raw: object) -> tuple[Release, ...]:
+    """Releases attached to a call: ``Release`` objects, their dicts, or a name → either map.
+
+    Raises:
+        InvalidPrivacyParameter: not a list of releases.
+    """
+    items: list[object]
+    if isinstance(raw, Mapping):
+        items = list(raw.values())
+    elif isinstance(raw, list | tuple):
+        items = list(raw)
+    else:
+        raise InvalidPrivacyParameter(
+            "dpllm.releases must be a list of releases (Release.to_dict() objects)"
+        )
+    out = []
+    for item in items:
+        if isinstance(item, Release):
+            out.append(item)
+        elif isinstance(item, Mapping):
+            out.append(Release.from_dict(item))
+        else:
+            raise InvalidPrivacyParameter(f"not a release: {type(item).__name__}")
+    return tuple(out)
+
+
+UNSET: Any = object()
+
+
+def take_dpllm_options(kwargs: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """Split ``extra_body["dpllm"]`` off a ``create`` call's keyword arguments.
+
+    Returns:
+        The arguments to forward (without the ``dpllm`` key) and the releases
+        given for this call (``UNSET`` when none were named).
+    """
+    extra = kwargs.get("extra_body")
+    if not isinstance(extra, Mapping) or "dpllm" not in extra:
+        return kwargs, UNSET
+    options = extra["dpllm"]
+    rest = {k: v for k, v in extra.items() if k != "dpllm"}
+    out = dict(kwargs)
+    if rest:
+        out["extra_body"] = rest
+    else:
+        out.pop("extra_body")
+    if not isinstance(options, Mapping):
+        raise InvalidPrivacyParameter(
+            'extra_body["dpllm"] must be an object like {"releases": [...]}'
+        )
+    unknown = set(options) - {"releases"}
+    if unknown:
+        raise InvalidPrivacyParameter(f"unknown dpllm option(s): {', '.join(sorted(unknown))}")
+    return out, options.get("releases", UNSET)
+
+
+@dataclass(frozen=True, slots=True)
+class Protection:
+    """The wrapper's settings, shared by every call (and by the proxy).
+
+    Args:
+        redactor: the redactor for inputs and answers.
+        policy: ``"pseudonymise"`` (restore originals in the answer) or ``"redact"``.
+        releases: default releases for every call (``()``: no guard unless a call attaches some).
+        unsupported: ``"violation"`` or ``"warning"`` for figures no release supports.
+        max_attempts: model calls at most when the guard finds violations.
+        language: ``"auto"``, ``"en"`` or ``"zh"``.
+        allow: terms never redacted (course names …).
+        fallback_text: text returned when every attempt violates (redacted and
+            guarded first); ``None``: the last answer with its figures rewritten.
+        min_release, max_hold: the streaming hold-back (see :mod:`dpllm.streaming`).
+    """
+
+    redactor: TextRedactor
+    policy: str = "pseudonymise"
+    releases: tuple[Release, ...] = ()
+    unsupported: str = "violation"
+    max_attempts: int = 3
+    language: str = "auto"
+    allow: tuple[str, ...] = ()
+    fallback_text: str | None = None
+    min_release: int = DEFAULT_MIN_RELEASE
+    max_hold: int = DEFAULT_MAX_HOLD
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ConfigError(
+                f"must be one of {', '.join(POLICIES)}; got {self.policy!r}", field="policy"
+            )
+        if self.unsupported not in ("violation", "warning"):
+            raise ConfigError("must be 'violation' or 'warning'", field="unsupported")
+        if (
+            isinstance(self.max_attempts, bool)
+            or not isinstance(self.max_attempts, int)
+            or self.max_attempts < 1
+        ):
+            raise ConfigError(
+                f"must be an integer ≥ 1, got {self.max_attempts!r}", field="max_attempts"
+            )
+        if self.language not in ("auto", "en", "zh"):
+            raise ConfigError("must be 'auto', 'en' or 'zh'", field="language")
+
+    @property
+    def offload(self) -> bool:
+        """Whether redaction is heavy enough to run off an event loop."""
+        return not isinstance(self.redactor, NoRedaction)
+
+    def begin(self, messages: Sequence[Mapping[str, Any]], releases: Any = UNSET) -> CallState:
+        """Prepare one call: protect its messages, build its guard.
+
+        Raises:
+            InvalidPrivacyParameter: malformed releases or messages.
+            RedactionError: the redactor failed (nothing was sent).
+        """
+        chosen = self.releases if releases is UNSET else parse_releases(releases)
+        guard = _BlindGuard(chosen, unsupported=self.unsupported) if chosen else None
+        vault = Vault() if self.policy == "pseudonymise" else None
+        if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+            raise InvalidPrivacyParameter("messages must be a list of chat messages")
+        state = CallState(self, vault, guard)
+        state.outgoing = [state.protect_message(m) for m in messages]
+        return state
+
+
+class CallState:
+    """One call's vault, guard and protected messages; turns raw answers into safe ones."""
+
+    def __init__(self, protection: Protection, vault: Vault | None, guard: Guard | None) -> None:
+        self.p = protection
+        self.vault = vault
+        self.guard = guard
+        self.outgoing: list[dict[str, Any]] = []
+
+    # -- inputs --------------------------------------------------------------
+    def _protect_text(self, text: str) -> str:
+        if self.vault is not None:
+            return self.p.redactor.pseudonymise(
+                text, vault=self.vault, language=self.p.language, allow=self.p.allow
+            ).text
+        return self.p.redactor.redact(text, language=self.p.language, allow=self.p.allow).text
+
+    def protect_message(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        if not isinstance(message, Mapping):
+            raise InvalidPrivacyParameter("each message must be an object with role and content")
+        out = dict(message)
+        content = out.get("content")
+        if isinstance(content, str):
+            out["content"] = self._protect_text(content)
+        elif isinstance(content, list):
+            parts = []
+            for part in content:
+                if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                    part = {**part, "text": self._protect_text(part["text"])}
+                parts.append(part)
+            out["content"] = parts
+        return out
+
+    # -- outputs -------------------------------------------------------------
+    @property
+    def allow(self) -> tuple[str, ...]:
+        tokens = self.vault.tokens() if self.vault is not None else ()
+        return (*self.p.allow, *tokens)
+
+    def restore(self, text: str) -> str:
+        return self.vault.restore(text) if self.vault is not None else text
+
+    def finish(self, raw: str) -> str:
+        """Raw model text → what the caller may read: redact → guard (rewrite) → restore."""
+        clean = self.p.redactor.redact(raw, language=self.p.language, allow=self.allow).text
+        if self.guard is not None:
+            report = self.guard.check(clean, language=self.p.language)
+            if not report.ok:
+                clean = rewrite_violations(clean, report.violations, language=report.language)
+        return self.restore(clean)
+
+    def _flow_redactor(self) -> _FlowRedactor:
+        return _FlowRedactor(self.p.redactor)
+
+    def from_result(self, result: GenerationResult) -> str:
+        if result.source == "model":
+            return self.restore(result.text)
+        if self.p.fallback_text is not None:
+            return self.finish(self.p.fallback_text)
+        last = next(a for a in reversed(result.attempts) if a.source == "model" and a.text)
+        language = self.p.language if self.p.language != "auto" else text_language(last.text or "")
+        return self.restore(rewrite_violations(last.text or "", last.violations, language=language))
+
+    # -- the exchange (pure: the driver does the I/O) ---------------------------
+    def exchange(self) -> Generator[list[dict[str, Any]], ChatCompletion, ChatCompletion]:
+        """Yields the messages to send; receives each response; returns the safe one."""
+        if self.guard is None:
+            response = yield self.outgoing
+            return self._finish_completion(response, [response], None)
+        flow = generation_flow(
+            self.outgoing,
+            fallback_text="",
+            guard=self.guard,
+            redactor=self._flow_redactor(),
+            max_attempts=self.p.max_attempts,
+            allow=self.allow,
+            language=self.p.language,
+        )
+        request = next(flow)
+        responses: list[ChatCompletion] = []
+        while True:
+            response = yield [dict(m) for m in request]
+            responses.append(response)
+            text = _first_content(response)
+            if text is None:  # a tool call, no text: nothing to guard
+                flow.close()
+                return self._finish_completion(response, responses, None)
+            try:
+                request = flow.send(Completion(text, str(response.model), Usage(), 0.0))
+            except StopIteration as stop:
+                return self._finish_completion(response, responses, self.from_result(stop.value))
+
+    def _finish_completion(
+        self, response: ChatCompletion, responses: list[ChatCompletion], first: str | None
+    ) -> ChatCompletion:
+        choices = []
+        for i, choice in enumerate(response.choices):
+            content = choice.message.content
+            if i == 0 and first is not None:
+                content = first
+            elif content is not None:
+                content = self.finish(content)
+            message = choice.message.model_copy(update={"content": content})
+            choices.append(choice.model_copy(update={"message": message}))
+        update: dict[str, Any] = {"choices": choices}
+        if len(responses) > 1 and all(r.usage is not None for r in responses):
+            usage = response.usage
+            assert usage is not None
+            update["usage"] = usage.model_copy(
+                update={
+                    "prompt_tokens": sum(r.usage.prompt_tokens for r in responses if r.usage),
+                    "completion_tokens": sum(
+                        r.usage.completion_tokens for r in responses if r.usage
+                    ),
+                    "total_tokens": sum(r.usage.total_tokens for r in responses if r.usage),
+                }
+            )
+        return response.model_copy(update=update)
+
+
+@dataclass(frozen=True, slots=True)
+class _FlowRedactor:
+    """The generation flow's redactor protocol over a :class:`TextRedactor`."""
+
+    inner: TextRedactor
+
+    def redact(
+        self, text: str, *, language: str = "auto", allow: Collection[str] = ()
+    ) -> RedactionLike:
+        return self.inner.redact(text, language=language, allow=allow)
+
+
+def _first_content(response: ChatCompletion) -> str | None:
+    if not response.choices:
+        return None
+    return response.choices[0].message.content

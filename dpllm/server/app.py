@@ -1,0 +1,161 @@
+"""The proxy's FastAPI app: OpenAI-compatible chat, DP statistics, budget, approvals.
+
+:func:`create_app` builds the app from :class:`~dpllm.config.Settings` (the CLI
+reads the config and the environment; nothing here does). Middleware is pure
+ASGI: request ids and JSON logs outermost, then API-key authentication.
+
+Endpoints: ``POST /v1/chat/completions``, ``GET /v1/models``,
+``GET /v1/stats/{query}``, ``GET /v1/budget``, ``GET /v1/admin/pending``,
+``POST /v1/admin/tickets/{ticket}/approve|deny``, ``/healthz``, and the
+OpenAPI docs (``/docs``, ``/openapi.json``). The local-DP report endpoint
+(``POST /v1/ldp/reports``) is included when :mod:`dpllm.ldp_api` is installed
+(:func:`include_optional_routers`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, Depends, FastAPI
+from fastapi.responses import JSONResponse
+
+from dpllm.config import Settings
+from dpllm.errors import DPLLMError
+from dpllm.server.auth import ApiKeyMiddleware
+from dpllm.server.errors import install_error_handlers
+from dpllm.server.logging import RequestLogMiddleware
+from dpllm.server.state import LedgerOpener, ServerState, server_state
+
+if TYPE_CHECKING:
+    from dpllm.data.engines import Engine
+    from dpllm.wrap import TextRedactor
+
+__all__ = ["OPTIONAL_ROUTERS", "create_app", "include_optional_routers"]
+
+OPTIONAL_ROUTERS = ("dpllm.ldp_api",)
+"""Modules whose ``router`` (a FastAPI ``APIRouter``) is included when importable."""
+
+health = APIRouter(tags=["health"])
+
+
+@health.get("/healthz", summary="Liveness and ledger health (no key needed)")
+def healthz(state: ServerState = Depends(server_state)) -> Any:
+    """200 when the ledger opens; 503 (still answering) when it does not."""
+    try:
+        state.ledger()
+    except DPLLMError:
+        return JSONResponse({"status": "degraded", "ledger": "unavailable"}, status_code=503)
+    return {"status": "ok", "ledger": "ok", "upstream": state.upstream is not None}
+
+
+def include_optional_routers(
+    app: FastAPI, modules: tuple[str, ...] = OPTIONAL_ROUTERS
+) -> list[str]:
+    """Include the ``router`` of each importable module; return the ones included.
+
+    The hook for endpoints built elsewhere (``dpllm.ldp_api``): the server works
+    without them.
+    """
+    included = []
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        router = getattr(module, "router", None)
+        if isinstance(router, APIRouter):
+            app.include_router(router)
+            included.append(name)
+    return included
+
+
+def _upstream(settings: Settings, redactor: TextRedactor | None) -> tuple[Any, Any]:
+    if settings.model.provider != "openai":
+        return None, None
+    import openai
+
+    from dpllm.wrap import NoRedaction, wrap
+
+    m = settings.model
+    raw = openai.AsyncOpenAI(
+        base_url=m.base_url,
+        api_key=m.api_key or "unused",
+        timeout=m.timeout,
+        max_retries=m.max_retries,
+    )
+    if redactor is None:
+        if settings.redaction_enabled:
+            from dpllm.redact import Redactor
+
+            redactor = Redactor()
+        else:
+            redactor = NoRedaction()
+    wrapped = wrap(
+        raw,
+        redactor=redactor,
+        unsupported=settings.guard_unsupported,
+        max_attempts=m.max_attempts,
+    )
+    return wrapped, raw
+
+
+def create_app(
+    settings: Settings,
+    *,
+    redactor: TextRedactor | None = None,
+    ledger_opener: LedgerOpener | None = None,
+    engine_opener: Callable[[], Engine] | None = None,
+) -> FastAPI:
+    """The proxy app for ``settings``.
+
+    Args:
+        settings: validated settings (``Settings.load(path).from_env(os.environ)``).
+        redactor: the redactor (``None``: a :class:`dpllm.redact.Redactor`, or none
+            when ``[redaction] enabled = false``). Build it once; it loads spaCy.
+        ledger_opener: opens the ledger from its URL (default
+            :func:`dpllm.ledger.factory.open_ledger`).
+        engine_opener: opens the data engine (default: from ``settings.data``).
+
+    Returns:
+        The FastAPI app (serve it with uvicorn).
+    """
+    from dpllm import __version__
+    from dpllm.server import routes_chat, routes_stats
+
+    wrapped, raw = _upstream(settings, redactor)
+    state = ServerState(
+        settings,
+        upstream=wrapped,
+        raw_upstream=raw,
+        ledger_opener=ledger_opener,
+        engine_opener=engine_opener,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        if raw is not None:
+            await raw.close()
+
+    app = FastAPI(
+        title="dpllm proxy",
+        version=__version__,
+        description=(
+            "OpenAI-compatible chat completions with PII redaction and a precision guard; "
+            "differentially private statistics and privacy-budget endpoints. "
+            "Authenticate with `Authorization: Bearer <key>`."
+        ),
+        lifespan=lifespan,
+    )
+    app.state.dpllm = state
+    install_error_handlers(app)
+    app.include_router(health)
+    app.include_router(routes_chat.router)
+    app.include_router(routes_stats.router)
+    include_optional_routers(app)
+    app.add_middleware(ApiKeyMiddleware, keys=settings.api_keys)
+    app.add_middleware(RequestLogMiddleware)  # added last: outermost
+    return app

@@ -1,0 +1,128 @@
+"""What the routes share: settings, the protected upstream, the ledger and the data engine.
+
+The ledger and the data engine open lazily and are retried on the next request
+when they fail, so the proxy starts (and answers chat and health) while a
+database is down; their endpoints answer 503 meanwhile.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from dpllm.config import ApiKey, Settings
+from dpllm.errors import LedgerUnavailable
+from dpllm.ledger.factory import ManagedLedger, ensure_pools, open_ledger
+
+if TYPE_CHECKING:
+    from dpllm.data.engines import Engine
+    from dpllm.wrap import WrappedAsyncOpenAI
+
+__all__ = ["ServerState", "caller", "server_state"]
+
+LedgerOpener = Callable[[str], ManagedLedger]
+
+
+@dataclass
+class _Lazy:
+    """A resource opened on first use, and again after a failure."""
+
+    opener: Callable[[], Any]
+    value: Any = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self) -> Any:
+        with self.lock:
+            if self.value is None:
+                self.value = self.opener()
+            return self.value
+
+
+class ServerState:
+    """Everything the proxy's routes use, built once per app.
+
+    Args:
+        settings: the validated settings.
+        upstream: the protected upstream client (``None``: no model configured).
+        raw_upstream: the same SDK client unwrapped (only for ``GET /v1/models``).
+        ledger_opener: opens the ledger from ``settings.ledger`` (tests inject failures).
+        engine_opener: opens the data engine from ``settings.data``.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        upstream: WrappedAsyncOpenAI | None,
+        raw_upstream: Any,
+        ledger_opener: LedgerOpener | None = None,
+        engine_opener: Callable[[], Engine] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.upstream = upstream
+        self.raw_upstream = raw_upstream
+        opener = ledger_opener or (lambda url: open_ledger(url, base_dir=settings.base_dir))
+
+        def open_configured() -> ManagedLedger:
+            ledger = opener(settings.ledger)
+            ensure_pools(ledger, settings.default_pools)
+            return ledger
+
+        self._ledger = _Lazy(open_configured)
+        self._engine = _Lazy(engine_opener or (lambda: default_engine(settings)))
+        self.stats_lock = threading.Lock()  # one engine connection, shared
+        salt = settings.bounds.salt
+        self.salt = salt.encode() if salt else secrets.token_bytes(32)
+
+    def ledger(self) -> ManagedLedger:
+        """The ledger. Raises LedgerUnavailable (→ 503) when it cannot be opened."""
+        try:
+            ledger: ManagedLedger = self._ledger.get()
+        except LedgerUnavailable:
+            raise
+        except OSError as exc:
+            raise LedgerUnavailable(f"cannot open the ledger: {exc}") from exc
+        return ledger
+
+    def engine(self) -> Engine:
+        engine: Engine = self._engine.get()
+        return engine
+
+
+def default_engine(settings: Settings) -> Engine:
+    """The data engine ``settings.data`` describes."""
+    from dpllm.data.engines import DuckDBEngine, PostgresEngine, SQLiteEngine
+
+    data = settings.data
+    if data.source == "postgres":
+        return PostgresEngine(data.dsn)
+    path = settings.resolve(data.path)
+    if data.source == "duckdb":
+        return DuckDBEngine(path)
+    return SQLiteEngine(path)
+
+
+def server_state(request: Request) -> ServerState:
+    """The app's :class:`ServerState` (a FastAPI dependency)."""
+    state: ServerState = request.app.state.dpllm
+    return state
+
+
+_bearer = HTTPBearer(auto_error=False, description="A dpllm API key (see `dpllm serve hash-key`).")
+
+
+def caller(
+    request: Request,
+    _credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),
+) -> ApiKey:
+    """The authenticated caller's key (the ASGI middleware did the check)."""
+    key = request.scope.get("state", {}).get("api_key")
+    if not isinstance(key, ApiKey):
+        raise HTTPException(401, "missing API key: send 'Authorization: Bearer <key>'")
+    return key

@@ -1,0 +1,151 @@
+"""The official openai SDK (sync, async, streaming) against a live ``dpllm serve``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import openai
+import pytest
+
+from tests.server.conftest import KEYS, RESPONSES, Proxy
+
+NAME = "Emily Clark"
+PHONE = "13987654321"
+PROMPT = [{"role": "user", "content": f"I am {NAME}, phone {PHONE}. Summarise my week."}]
+
+
+def _client(proxy: Proxy, who: str = "alice") -> openai.OpenAI:
+    return openai.OpenAI(base_url=proxy.base_url, api_key=KEYS[who], max_retries=0)
+
+
+def _aclient(proxy: Proxy, who: str = "alice") -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=proxy.base_url, api_key=KEYS[who], max_retries=0)
+
+
+def _sent(proxy: Proxy) -> str:
+    return str(proxy.upstream.completion_requests[-1].messages)
+
+
+def test_sync_prompt_leaves_pseudonymised(proxy: Proxy) -> None:
+    proxy.upstream.enqueue("Noted.")
+    with _client(proxy) as client:
+        reply = client.chat.completions.create(model="fake-model", messages=PROMPT)
+    assert reply.choices[0].message.content == "Noted."
+    sent = _sent(proxy)
+    assert NAME not in sent and PHONE not in sent
+    assert "<PERSON_" in sent and "<PHONE_NUMBER_" in sent
+    request = proxy.upstream.completion_requests[-1]
+    assert request.headers["authorization"] == "Bearer upstream-secret"  # never the caller's key
+
+
+def test_sync_answer_has_new_pii_redacted(proxy: Proxy) -> None:
+    proxy.upstream.enqueue("Thanks. Please also call John Smith on 13812345678 today.")
+    with _client(proxy) as client:
+        reply = client.chat.completions.create(model="fake-model", messages=PROMPT)
+    text = reply.choices[0].message.content or ""
+    assert "13812345678" not in text and "John Smith" not in text
+    assert "<PHONE_NUMBER>" in text
+    assert reply.object == "chat.completion" and reply.usage is not None
+
+
+def test_async_client(proxy: Proxy) -> None:
+    async def run() -> str:
+        proxy.upstream.enqueue("All good, see you next week.")
+        async with _aclient(proxy) as client:
+            reply = await client.chat.completions.create(model="fake-model", messages=PROMPT)
+        return reply.choices[0].message.content or ""
+
+    assert asyncio.run(run()) == "All good, see you next week."
+    assert NAME not in _sent(proxy)
+
+
+def test_sync_stream_redacted(proxy: Proxy) -> None:
+    proxy.upstream.enqueue(
+        "Here is your summary for this week. Call 138 1234 5678 if needed. Bye now."
+    )
+    with _client(proxy) as client:
+        stream = client.chat.completions.create(model="fake-model", messages=PROMPT, stream=True)
+        pieces = [c.choices[0].delta.content or "" for c in stream if c.choices]
+    text = "".join(pieces)
+    assert "1234" not in text and "<PHONE_NUMBER>" in text
+    assert text.startswith("Here is your summary") and text.endswith("Bye now.")
+
+
+def test_async_stream(proxy: Proxy) -> None:
+    async def run() -> str:
+        proxy.upstream.enqueue("One sentence here. Another one, with mail a.b@example.org. End.")
+        async with _aclient(proxy) as client:
+            stream = await client.chat.completions.create(
+                model="fake-model", messages=PROMPT, stream=True
+            )
+            return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+
+    text = asyncio.run(run())
+    assert "a.b@example.org" not in text and text.endswith("End.")
+
+
+@pytest.mark.parametrize("failure", ["stream_error_after", "stream_abort_after"])
+def test_stream_fails_closed(proxy: Proxy, failure: str) -> None:
+    text = (
+        "The first sentence is long enough to be released on its own. "
+        "Then a secret part that must never leave 138 1234 5678"
+    )
+    proxy.upstream.enqueue(text, **{failure: 16})
+    received: list[str] = []
+    with _client(proxy) as client, pytest.raises(openai.APIError):
+        stream = client.chat.completions.create(model="fake-model", messages=PROMPT, stream=True)
+        for chunk in stream:
+            if chunk.choices:
+                received.append(chunk.choices[0].delta.content or "")
+    got = "".join(received)
+    assert "secret" not in got and "1234" not in got
+    assert got.startswith("The first sentence")
+
+
+def test_releases_attached_regenerate(proxy: Proxy) -> None:
+    proxy.upstream.enqueue("This week we received 157 responses.")
+    proxy.upstream.enqueue("This week we received about 160 responses.")
+    with _client(proxy) as client:
+        reply = client.chat.completions.create(
+            model="fake-model",
+            messages=[{"role": "user", "content": "Summarise the feedback count."}],
+            extra_body={"dpllm": {"releases": [RESPONSES.to_dict()]}},
+        )
+    assert reply.choices[0].message.content == "This week we received about 160 responses."
+    first, second = proxy.upstream.completion_requests[-2:]
+    assert "dpllm" not in first.body
+    assert "157" in str(second.messages[-2]) and "160" in str(second.messages[-1])
+
+
+def test_upstream_error_is_502(proxy: Proxy) -> None:
+    proxy.upstream.enqueue_error(500, "boom")
+    with _client(proxy) as client, pytest.raises(openai.APIStatusError) as info:
+        client.chat.completions.create(model="fake-model", messages=PROMPT)
+    assert info.value.status_code == 502
+    body = info.value.body
+    assert isinstance(body, dict) and body["type"] == "upstream_error"
+
+
+def test_upstream_timeout_is_504(proxy: Proxy) -> None:
+    proxy.upstream.enqueue("late", delay=3.0)
+    with _client(proxy) as client, pytest.raises(openai.APIStatusError) as info:
+        client.chat.completions.create(model="fake-model", messages=PROMPT)
+    assert info.value.status_code == 504
+
+
+def test_models_pass_through(proxy: Proxy) -> None:
+    with _client(proxy) as client:
+        ids = [m.id for m in client.models.list()]
+    assert ids == ["fake-model"]
+
+
+def test_logs_hold_no_prompt_text_or_key(proxy: Proxy, caplog: pytest.LogCaptureFixture) -> None:
+    proxy.upstream.enqueue("Fine.")
+    with caplog.at_level(logging.INFO, logger="dpllm"), _client(proxy) as client:
+        client.chat.completions.create(model="fake-model", messages=PROMPT)
+    records = [r for r in caplog.records if r.name.startswith("dpllm.server")]
+    assert any(getattr(r, "dpllm", {}).get("event") == "request" for r in records)
+    dump = " ".join(str(getattr(r, "dpllm", "")) + r.getMessage() for r in records)
+    assert NAME not in dump and PHONE not in dump and "Summarise" not in dump
+    assert KEYS["alice"] not in dump and "alice" in dump
