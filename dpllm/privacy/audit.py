@@ -19,7 +19,8 @@ event on separate samples keeps the final bound honest (no selection bias).
 OpenDP's secure samplers are too slow for millions of draws, so the audit drives
 the mechanism's own calibration code (:meth:`Mechanism.randomise`) with
 :class:`~dpllm.privacy.noise.SeededNoise`, which draws the same distributions
-(proved by the goodness-of-fit tests).
+(the goodness-of-fit tests check this at α = 1e-6; a smaller audit on the secure
+source itself runs in the suite as well).
 
 References: Ding et al., "Detecting Violations of Differential Privacy" (CCS
 2018); Jagielski, Ullman & Oprea, "Auditing Differentially Private Machine
@@ -37,7 +38,7 @@ from scipy.stats import beta
 
 from dpllm.errors import InvalidPrivacyParameter
 from dpllm.privacy.mechanisms import Mechanism
-from dpllm.privacy.noise import FloatArray, SeededNoise
+from dpllm.privacy.noise import FloatArray, NoiseSource, SeededNoise
 
 __all__ = ["AuditResult", "audit_mechanism", "audit_samples", "clopper_pearson"]
 
@@ -184,7 +185,9 @@ def audit_mechanism(
     value1: float,
     *,
     claimed_epsilon: float | None = None,
+    delta: float = 0.0,
     seed: int = 0,
+    noise: NoiseSource | None = None,
     n_select: int = 200_000,
     n_estimate: int = 2_000_000,
     alpha: float = 1e-6,
@@ -196,13 +199,18 @@ def audit_mechanism(
     sample, with a fast seeded source of the same noise distribution.
 
     Args:
-        claimed_epsilon: defaults to the mechanism's pure ε; zCDP mechanisms must
-            give one explicitly (with the δ of their conversion in mind).
+        claimed_epsilon: defaults to the mechanism's pure ε. A zCDP mechanism
+            must state the (ε, δ) it claims, e.g. from ``cost.to_epsilon_delta``,
+            and pass that ``delta``.
+        delta: the δ of the claim; the bound becomes ln((p̲ − δ)/p̄).
+        noise: the noise source; defaults to the fast seeded source. Pass
+            :class:`~dpllm.privacy.noise.SecureNoise` (with fewer samples) to
+            audit OpenDP's samplers themselves.
     """
     if claimed_epsilon is None:
         cost = mechanism.cost
         claimed_epsilon = cost.epsilon  # raises for zCDP, as documented
-    source = SeededNoise(seed)
+    source = noise if noise is not None else SeededNoise(seed)
 
     def sampler(value: float) -> Sampler:
         def draw(n: int) -> FloatArray:
@@ -214,6 +222,7 @@ def audit_mechanism(
         sampler(value0),
         sampler(value1),
         claimed_epsilon=claimed_epsilon,
+        delta=delta,
         n_select=n_select,
         n_estimate=n_estimate,
         alpha=alpha,

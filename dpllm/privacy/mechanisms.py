@@ -12,7 +12,9 @@ aggregate can change when one user's records are added or removed):
 * Laplace / discrete Laplace with scale ``b = Δ₁/ε`` is ε-DP
   (Dwork et al. 2006; Ghosh, Roughgarden & Sundararajan 2009 for the discrete form).
 * Gaussian / discrete Gaussian with ``σ = Δ₂/√(2ρ)`` is ρ-zCDP
-  (Bun & Steinke 2016, Prop. 1.6; Canonne, Kamath & Steinke 2020, Thm. 4).
+  (Bun & Steinke 2016, Prop. 1.6; Canonne, Kamath & Steinke 2020, Thm. 4, and for
+  vectors its multivariate form in the same paper: independent coordinates with
+  σ = Δ₂/√(2ρ) are ρ-zCDP w.r.t. L2 sensitivity Δ₂).
 * For a target (ε, δ): :func:`classic_gaussian_sigma` (Dwork & Roth 2014,
   Thm. A.1, valid only for ε < 1) or :func:`analytic_gaussian_sigma`
   (Balle & Wang 2018, Thm. 8, any ε > 0, tighter).
@@ -26,6 +28,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -79,6 +83,37 @@ def _scale(value: float) -> float:
             f"the noise scale {value:.3g} overflows; raise ε (or ρ) or lower the sensitivity"
         )
     return value
+
+
+def _exact(x: float) -> Fraction:
+    return Fraction(Decimal(repr(x)))
+
+
+def _laplace_scale(sensitivity: float, epsilon: float) -> float:
+    """The float scale b = Δ/ε, nudged up until Δ/b ≤ ε holds *exactly*.
+
+    Float division can round b down by half an ulp, which would make the true
+    ε = Δ/b exceed the ε charged (by ~1e-17). Nudging up keeps the charge an
+    upper bound on the privacy loss of the noise actually drawn.
+    """
+    if sensitivity == 0:
+        return 0.0
+    b = sensitivity / epsilon
+    target = _exact(epsilon)
+    while Fraction(sensitivity) / Fraction(b) > target:
+        b = math.nextafter(b, math.inf)
+    return b
+
+
+def _gaussian_scale(sensitivity: float, rho: float) -> float:
+    """σ = Δ/√(2ρ), nudged up until Δ²/(2σ²) ≤ ρ holds exactly (see above)."""
+    if sensitivity == 0:
+        return 0.0
+    sigma = sensitivity / math.sqrt(2.0 * rho)
+    target = _exact(rho)
+    while Fraction(sensitivity) ** 2 / (2 * Fraction(sigma) ** 2) > target:
+        sigma = math.nextafter(sigma, math.inf)
+    return sigma
 
 
 def _as_array(values: Sequence[float] | FloatArray, *, integer: bool) -> FloatArray:
@@ -140,7 +175,7 @@ class DiscreteLaplace:
 
     @property
     def scale(self) -> float:
-        return self.sensitivity / self.epsilon
+        return _laplace_scale(self.sensitivity, self.epsilon)
 
     @property
     def cost(self) -> Cost:
@@ -165,7 +200,8 @@ class DiscreteGaussian:
         rho: ρ > 0.
         sensitivity: L2 sensitivity Δ₂ ≥ 0.
 
-    Privacy: ρ-zCDP (Canonne, Kamath & Steinke 2020, Thm. 4).
+    Privacy: ρ-zCDP (Canonne, Kamath & Steinke 2020, Thm. 4; vectors by the
+    multivariate form in the same paper, with L2 sensitivity).
     """
 
     rho: float
@@ -180,7 +216,7 @@ class DiscreteGaussian:
 
     @property
     def scale(self) -> float:
-        return self.sensitivity / math.sqrt(2.0 * self.rho)
+        return _gaussian_scale(self.sensitivity, self.rho)
 
     @property
     def cost(self) -> Cost:
@@ -216,7 +252,7 @@ class Laplace:
 
     @property
     def scale(self) -> float:
-        return self.sensitivity / self.epsilon
+        return _laplace_scale(self.sensitivity, self.epsilon)
 
     @property
     def cost(self) -> Cost:
@@ -273,7 +309,7 @@ class Gaussian:
 
     @property
     def scale(self) -> float:
-        return self.sensitivity / math.sqrt(2.0 * self.rho)
+        return _gaussian_scale(self.sensitivity, self.rho)
 
     @property
     def cost(self) -> Cost:
@@ -512,5 +548,5 @@ def permute_and_flip(
         return [int(i) for i in np.argsort(-arr, kind="stable")[:k]]
     # The sampler assumes a monotonic metric; doubling the scale gives the
     # non-monotonic guarantee with the same sampler.
-    scale = _scale((1.0 if monotonic else 2.0) * k * sens / eps)
+    scale = _scale(_laplace_scale((1.0 if monotonic else 2.0) * k * sens, eps))
     return (noise or SecureNoise()).exponential_top_k(arr, scale=scale, k=k)

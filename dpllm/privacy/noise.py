@@ -12,8 +12,8 @@ The mechanisms never draw randomness themselves; they ask a :class:`NoiseSource`
   Gaussian by Canonne–Kamath–Steinke rejection from discrete Laplace). It exists
   for reproducible tests, simulations and the empirical audit (OpenDP's secure
   samplers cost ~7–19 µs per draw, too slow for millions of draws). Releases made
-  with it carry ``seeded=True`` and must never be published. The test suite
-  proves with goodness-of-fit tests that both sources draw from one distribution.
+  with it carry ``seeded=True`` and must never be published. Goodness-of-fit tests
+  (α = 1e-6) check that both sources draw from the intended distribution.
 """
 
 from __future__ import annotations

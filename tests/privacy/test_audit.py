@@ -42,3 +42,27 @@ def test_miscalibrated_mechanism_is_flagged() -> None:
     result = audit_mechanism(DiscreteLaplace(epsilon=1.0, sensitivity=1), 200, 202, seed=4)
     assert not result.passed
     assert result.empirical_epsilon > 1.5
+
+
+def test_audit_on_the_secure_sampler_itself() -> None:
+    """A smaller audit drives OpenDP's own samplers (not the seeded stand-in)."""
+    from dpllm.privacy.noise import SecureNoise
+
+    result = audit_mechanism(
+        DiscreteLaplace(epsilon=1.0, sensitivity=1),
+        50,
+        51,
+        noise=SecureNoise(),
+        n_select=20_000,
+        n_estimate=100_000,
+    )
+    assert result.passed, result.describe()
+    assert result.empirical_epsilon > 0.8
+
+
+def test_gaussian_audit_with_delta() -> None:
+    from dpllm.privacy.mechanisms import Gaussian
+
+    g = Gaussian.for_epsilon_delta(epsilon=1.0, delta=1e-5, sensitivity=1.0)
+    result = audit_mechanism(g, 0.0, 1.0, claimed_epsilon=1.0, delta=1e-5, seed=9)
+    assert result.passed, result.describe()

@@ -196,3 +196,18 @@ def test_permute_and_flip_frequencies_follow_the_exponential_mechanism_bound() -
     # Swap a neighbour: item 0 loses one point → scores tie; its win rate may
     # change by at most a factor e^ε. Compare against the tie's 1/3.
     assert wins[0] / n <= math.exp(eps) / 3 + 0.02
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 0.3, 0.7, 1.1, 3.0, 1e-3])
+@pytest.mark.parametrize("sensitivity", [1, 3, 25, 0.1])
+def test_scale_never_undercharges(epsilon: float, sensitivity: float) -> None:
+    """The noise drawn is at least as strong as the ε charged, exactly (not just in floats)."""
+    from decimal import Decimal
+    from fractions import Fraction
+
+    eps = Fraction(Decimal(repr(epsilon)))
+    b = DiscreteLaplace(epsilon=epsilon, sensitivity=sensitivity).scale
+    assert Fraction(sensitivity) / Fraction(b) <= eps
+    rho = eps
+    s = DiscreteGaussian(rho=epsilon, sensitivity=sensitivity).scale
+    assert Fraction(sensitivity) ** 2 / (2 * Fraction(s) ** 2) <= rho
