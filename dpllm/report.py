@@ -185,7 +185,9 @@ def report_dict(report: WeeklyReport, *, charts: Sequence[str] = ()) -> dict[str
         "prompt": report.prompt,
         "course_names": list(report.course_names),
         "text": report.text,
-        "source": gen.source,
+        # The offline writer is a model client to the generation loop; readers
+        # of the report want to know no language model wrote the text.
+        "source": "offline" if report.model == "offline" else gen.source,
         "model": report.model,
         "model_error": report.model_error,
         "releases": {

@@ -70,7 +70,7 @@ def test_offline_end_to_end_writes_report(tmp_path: Path, demo: tuple[Path, Demo
     assert "## Figures" in md and "## Privacy budget" in md and "rating_histogram[5]" in md
     assert "This run charged ε = 1.6 (5 releases)." in md
     doc = json.loads((folder / REPORT_JSON).read_text("utf-8"))
-    assert doc["week"] == WEEK and doc["source"] in ("model", "fallback")
+    assert doc["week"] == WEEK and doc["source"] == "offline"
     assert doc["releases"]["mean_rating"]["charged_this_run"] is True
     assert [b["pool"] for b in doc["budget"]] == ["weekly", "global"]
     assert doc["budget"][0]["spent"] == pytest.approx(1.6)
