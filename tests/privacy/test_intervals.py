@@ -24,6 +24,7 @@ def test_discrete_laplace_closed_form_is_the_smallest_integer() -> None:
     for scale in (0.3, 1.0, 2.0, 7.5, 50.0):
         h = discrete_laplace_half_width(scale, 0.95)
         t = math.exp(-1 / scale)
+
         def tail(k: float, t: float = t) -> float:  # P(|Z| > k)
             return 2 * t ** (k + 1) / (1 + t)
 
