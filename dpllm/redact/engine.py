@@ -7,6 +7,7 @@ resolve overlaps → an operator rewrites the spans through Presidio's anonymize
 
 from __future__ import annotations
 
+import bisect
 import re
 import threading
 from collections import Counter
@@ -24,6 +25,7 @@ from dpllm.redact.operators import (
     OperatorRegistry,
     PlaceholderOperator,
 )
+from dpllm.redact.phone import FastPhoneRecognizer
 from dpllm.redact.recognizers_zh import (
     AsciiEmailRecognizer,
     CnBankCardRecognizer,
@@ -306,11 +308,20 @@ def _drop_allowed(norm: str, spans: list[Span], allow: Collection[str]) -> list[
             start = norm.find(needle, start + 1)
     if not windows:
         return spans
+    # A span is allowed when some window contains it: among the windows starting at or before
+    # the span, the furthest end must reach the span's end (sorted starts + running max end,
+    # so long texts with many dates stay O(n log n)).
+    windows.sort()
+    starts = [a for a, _ in windows]
+    reach: list[int] = []
+    for _, b in windows:
+        reach.append(max(b, reach[-1]) if reach else b)
     kept = []
     for span in spans:
         if norm[span.start : span.end].strip() in values:
             continue
-        if any(a <= span.start and span.end <= b for a, b in windows):
+        i = bisect.bisect_right(starts, span.start)
+        if i and reach[i - 1] >= span.end:
             continue
         kept.append(span)
     return kept
@@ -322,11 +333,19 @@ def _resolve(spans: list[Span]) -> tuple[Span, ...]:
     ordered = sorted(
         spans, key=lambda s: (-s.score, rank.get(s.entity, len(rank)), s.start - s.end, s.start)
     )
+    # Chosen spans never overlap, so sorted by start they are sorted by end too: only the
+    # last one starting before a candidate's end can overlap it.
     chosen: list[Span] = []
+    starts: list[int] = []
     for span in ordered:
-        if all(span.end <= c.start or c.end <= span.start for c in chosen):
-            chosen.append(span)
-    return tuple(sorted(chosen, key=lambda s: s.start))
+        if span.start >= span.end:  # an empty match has nothing to redact
+            continue
+        i = bisect.bisect_left(starts, span.end)
+        if i and chosen[i - 1].end > span.start:
+            continue
+        starts.insert(i, span.start)
+        chosen.insert(i, span)
+    return tuple(chosen)
 
 
 def _build_presidio(en_model: str, regions: tuple[str, ...]) -> tuple[Any, Any]:
@@ -338,7 +357,6 @@ def _build_presidio(en_model: str, regions: tuple[str, ...]) -> tuple[Any, Any]:
         EmailRecognizer,
         IbanRecognizer,
         IpRecognizer,
-        PhoneRecognizer,
         SpacyRecognizer,
         UrlRecognizer,
     )
@@ -367,7 +385,9 @@ def _build_presidio(en_model: str, regions: tuple[str, ...]) -> tuple[Any, Any]:
         registry.add_recognizer(IpRecognizer(supported_language=lang))
         registry.add_recognizer(CreditCardRecognizer(supported_language=lang))
         registry.add_recognizer(IbanRecognizer(supported_language=lang))
-        registry.add_recognizer(PhoneRecognizer(supported_language=lang, supported_regions=regions))
+        registry.add_recognizer(
+            FastPhoneRecognizer(supported_language=lang, supported_regions=regions)
+        )
         registry.add_recognizer(
             SpacyRecognizer(supported_language=lang, supported_entities=["PERSON", "LOCATION"])
         )

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import random
 import threading
 from pathlib import Path
 
 import pytest
 
 from dpllm.errors import RedactionError
-from dpllm.redact import MaskOperator, Redactor, Vault, detect_language
+from dpllm.redact import MaskOperator, Redactor, Span, Vault, detect_language
+from dpllm.redact.engine import _BUILTIN_ALLOW, ENTITY_PRIORITY, _drop_allowed, _resolve
 from dpllm.redact.evaluate import STRUCTURED, evaluate, load_corpus
 
 CORPUS = Path(__file__).parents[1] / "data" / "redact_corpus.jsonl"
@@ -155,3 +157,45 @@ def test_corpus_is_reproducible() -> None:
     import json
 
     assert [json.loads(line) for line in lines] == generate()
+
+
+def _naive_resolve(spans: list[Span]) -> tuple[Span, ...]:
+    rank = {e: i for i, e in enumerate(ENTITY_PRIORITY)}
+    ordered = sorted(
+        spans, key=lambda s: (-s.score, rank.get(s.entity, len(rank)), s.start - s.end, s.start)
+    )
+    chosen: list[Span] = []
+    for span in ordered:
+        if all(span.end <= c.start or c.end <= span.start for c in chosen):
+            chosen.append(span)
+    return tuple(sorted(chosen, key=lambda s: s.start))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_overlap_resolution_and_allow_windows_match_the_quadratic_reference(seed: int) -> None:
+    rng = random.Random(seed)
+    entities = [*ENTITY_PRIORITY, "OTHER"]
+    spans = []
+    for _ in range(rng.randint(0, 60)):
+        start = rng.randint(0, 200)
+        spans.append(
+            Span(
+                rng.choice(entities),
+                start,
+                start + rng.randint(1, 25),
+                rng.choice([0.5, 0.85, 1.0]),
+            )
+        )
+    assert _resolve(list(spans)) == _naive_resolve(spans)
+    text = "".join(rng.choice("0123456789 -年月日W:") for _ in range(240))
+    allow = ["".join(rng.choice("0123456789") for _ in range(rng.randint(1, 4))) for _ in range(3)]
+    windows = [(m.start(), m.end()) for m in _BUILTIN_ALLOW.finditer(text)]
+    for needle in allow:
+        windows += [(i, i + len(needle)) for i in range(len(text)) if text.startswith(needle, i)]
+    expected = [
+        s
+        for s in spans
+        if text[s.start : s.end].strip() not in set(allow)
+        and not any(a <= s.start and s.end <= b for a, b in windows)
+    ]
+    assert _drop_allowed(text, list(spans), allow) == expected
