@@ -3,12 +3,18 @@
 Generates ``--rows`` records (default 10M) from ``--users`` users (default 1M,
 skewed: 20% of records come from 1% of users, who write ~200 each) over 8 ISO
 weeks as Parquet, with DuckDB SQL. Then times, for one week and for all 8
-weeks, the weekly statistic set (feedback count, mean rating, rating histogram)
+weeks, the weekly statistic set — feedback count, mean rating, rating histogram
+(the issue's set), and the same with active users added on both sides:
 
-* **private**: dpllm's bounded SQL (per-user GROUP BY reductions) + noise, and
-* **baseline**: the same statistics without privacy (COUNT, AVG, GROUP BY rating),
+* **baseline**: the statistics without privacy (COUNT, AVG, GROUP BY rating,
+  COUNT(DISTINCT user)), one query each;
+* **per-query**: dpllm's bounded SQL, each query its own per-user GROUP BY, + noise;
+* **shared**: one per-user summary per window for the whole set
+  (:func:`dpllm.data.shared.measure_shared`), + each query's own noise;
+* **runner**: ``StatsRunner.release_all`` — the shared read plus the ledger
+  (an SQLite ledger: one durable charge and one stored release per query).
 
-and prints the ratio private / baseline (goal: ≤ 3×). Best of ``--repeat`` runs.
+and prints each private time over the baseline (goal: ≤ 3×). Best of ``--repeat``.
 
     .venv/bin/python bench/stats_bench.py --rows 10000000 --users 1000000
 """
@@ -16,16 +22,30 @@ and prints the ratio private / baseline (goal: ≤ 3×). Best of ``--repeat`` ru
 from __future__ import annotations
 
 import argparse
+import itertools
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import duckdb
 
 from dpllm.data.engines import DuckDBEngine
-from dpllm.data.queries import FeedbackCount, MeanRating, Query, RatingHistogram, Scope
+from dpllm.data.queries import (
+    ActiveUsers,
+    FeedbackCount,
+    MeanRating,
+    Query,
+    RatingHistogram,
+    Scope,
+)
+from dpllm.data.shared import measure_shared
 from dpllm.data.sql import ColumnMap
+from dpllm.data.stats import StatsRunner
+from dpllm.ledger.base import PoolSpec
+from dpllm.ledger.sqlite import SQLiteLedger
+from dpllm.release import Measure
 from dpllm.windows import previous_weeks, week_bounds
 
 WEEKS = previous_weeks("2026-W47", 8)
@@ -63,27 +83,58 @@ def best(fn: Callable[[], object], repeat: int) -> float:
     return min(times)
 
 
-def private(engine: DuckDBEngine, queries: list[Query], weeks: list[str]) -> None:
+def _scope(engine: DuckDBEngine, week: str) -> Scope:
+    start, end = week_bounds(week)
+    return Scope(engine, ColumnMap(), week, start, end, b"bench-salt")
+
+
+def per_query(engine: DuckDBEngine, queries: Sequence[Query], weeks: Sequence[str]) -> None:
     for w in weeks:
-        start, end = week_bounds(w)
-        scope = Scope(engine, ColumnMap(), w, start, end, b"bench-salt")
+        scope = _scope(engine, w)
         for q in queries:
             q.publish(q.measure(scope), fingerprint="bench", window=w, confidence=0.95, noise=None)
 
 
-def baseline(con: duckdb.DuckDBPyConnection, path: str, weeks: list[str]) -> None:
+def shared(engine: DuckDBEngine, queries: Sequence[Query], weeks: Sequence[str]) -> None:
+    for w in weeks:
+        summary = measure_shared(queries, _scope(engine, w))
+        for q in queries:
+            q.publish(summary.exact(q), fingerprint="bench", window=w, confidence=0.95, noise=None)
+
+
+class Runner:
+    """``release_all`` with a fresh dataset id per call, so nothing comes from the cache."""
+
+    def __init__(self, engine: DuckDBEngine, ledger_path: Path) -> None:
+        self.engine = engine
+        self.ledger = SQLiteLedger(ledger_path)
+        self.ledger.ensure_pool(PoolSpec("bench", Measure.PURE, window_cap=10**12))
+        self.runs = itertools.count()
+
+    def __call__(self, queries: Sequence[Query], weeks: Sequence[str]) -> None:
+        runner = StatsRunner(
+            self.engine, self.ledger, dataset_id=f"bench-{next(self.runs)}", pool="bench"
+        )
+        named = {q.name: q for q in queries}
+        for w in weeks:
+            runner.release_all(named, w)
+
+
+def baseline(
+    con: duckdb.DuckDBPyConnection, path: str, weeks: Sequence[str], *, users: bool
+) -> None:
+    where = "FROM read_parquet(?) WHERE ts >= ? AND ts < ?"
+    statements = [
+        f"SELECT COUNT(*) {where}",
+        f"SELECT AVG(rating) {where}",
+        f"SELECT rating, COUNT(*) {where} AND rating IS NOT NULL GROUP BY rating",
+    ]
+    if users:
+        statements.append(f"SELECT COUNT(DISTINCT user_id) {where}")
     for w in weeks:
         start, end = (t.replace(tzinfo=None) for t in week_bounds(w))
-        where = "WHERE ts >= ? AND ts < ?"
-        con.execute(f"SELECT COUNT(*) FROM read_parquet(?) {where}", [path, start, end]).fetchall()
-        con.execute(
-            f"SELECT AVG(rating) FROM read_parquet(?) {where}", [path, start, end]
-        ).fetchall()
-        con.execute(
-            f"SELECT rating, COUNT(*) FROM read_parquet(?) {where} AND rating IS NOT NULL "
-            "GROUP BY rating",
-            [path, start, end],
-        ).fetchall()
+        for sql in statements:
+            con.execute(sql, [path, start, end]).fetchall()
 
 
 def main() -> None:
@@ -92,6 +143,7 @@ def main() -> None:
     ap.add_argument("--users", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--parquet", type=Path, default=None, help="reuse/keep this Parquet file")
+    ap.add_argument("--skip-per-query", action="store_true", help="skip the slow per-query path")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -103,18 +155,39 @@ def main() -> None:
                 f"generated {args.rows:,} rows / {args.users:,} users in {time.perf_counter() - t0:.1f}s"
             )
         engine = DuckDBEngine(path)
+        runner = Runner(engine, Path(tmp) / "ledger.db")
         con = duckdb.connect()
         con.execute("SET TimeZone = 'UTC'")
-        queries: list[Query] = [
+        issue_set: list[Query] = [
             FeedbackCount(epsilon=0.1),
             MeanRating(epsilon=0.3),
             RatingHistogram(epsilon=0.2),
         ]
-        print(f"{'scope':<10} {'baseline':>10} {'private':>10} {'ratio':>7}")
-        for label, weeks in (("one week", WEEKS[-1:]), ("all weeks", WEEKS)):
-            base = best(lambda weeks=weeks: baseline(con, str(path), weeks), args.repeat)
-            priv = best(lambda weeks=weeks: private(engine, queries, weeks), args.repeat)
-            print(f"{label:<10} {base:>9.3f}s {priv:>9.3f}s {priv / base:>6.2f}×")
+        sets = (
+            ("count+mean+hist", issue_set),
+            ("+active users", [*issue_set, ActiveUsers(epsilon=0.1)]),
+        )
+        print(
+            f"{'set':<16} {'scope':<10} {'baseline':>9} {'per-query':>16} "
+            f"{'shared':>16} {'runner':>16}"
+        )
+        for (label, queries), (scope, weeks) in itertools.product(
+            sets, (("one week", WEEKS[-1:]), ("all weeks", WEEKS))
+        ):
+            with_users = any(isinstance(q, ActiveUsers) for q in queries)
+            timed: dict[str, Callable[[], object]] = {
+                "baseline": partial(baseline, con, str(path), weeks, users=with_users),
+                "shared": partial(shared, engine, queries, weeks),
+                "runner": partial(runner, queries, weeks),
+            }
+            if not args.skip_per_query:
+                timed["per-query"] = partial(per_query, engine, queries, weeks)
+            t = {name: best(fn, args.repeat) for name, fn in timed.items()}
+            cells = [
+                f"{t[k]:>7.3f}s {t[k] / t['baseline']:>6.2f}×" if k in t else f"{'-':>16}"
+                for k in ("per-query", "shared", "runner")
+            ]
+            print(f"{label:<16} {scope:<10} {t['baseline']:>8.3f}s " + " ".join(cells), flush=True)
 
 
 if __name__ == "__main__":
