@@ -89,6 +89,7 @@ class RecordedRequest:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 128  # the stdlib's 5 drops SYNs under concurrent load (1 s retransmits)
     owner: FakeOpenAIServer
 
 

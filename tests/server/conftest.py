@@ -115,17 +115,20 @@ class LiveServer:
     def __init__(self, app: object) -> None:
         import uvicorn
 
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
+        with socket.socket() as probe:  # a free port; uvicorn binds it itself
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
         config = uvicorn.Config(
-            app, log_level="warning", access_log=False, ws="none", lifespan="on"
+            app,
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            access_log=False,
+            ws="none",
+            lifespan="on",
         )
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
-        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     @property
     def url(self) -> str:
@@ -142,7 +145,6 @@ class LiveServer:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(10)
-        self.sock.close()
 
 
 @dataclass
