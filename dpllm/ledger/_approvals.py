@@ -19,7 +19,6 @@ Every step (queue, approve, deny, the run itself) is in the audit log.
 from __future__ import annotations
 
 import secrets
-import sqlite3
 from typing import TYPE_CHECKING
 
 from dpllm.errors import (
@@ -35,14 +34,14 @@ from dpllm.ledger.base import PendingRequest, iter_path
 from dpllm.release import Cost
 
 if TYPE_CHECKING:
-    from dpllm.ledger._sqlite_base import SQLiteBase
+    from dpllm.ledger._sql_base import Conn, SQLBase
 
 __all__ = ["approve", "deny", "queue", "tickets"]
 
 
 def queue(
-    ledger: SQLiteBase,
-    conn: sqlite3.Connection,
+    ledger: SQLBase,
+    conn: Conn,
     error: BudgetExceeded,
     *,
     query_id: str,
@@ -85,7 +84,7 @@ def queue(
     )
 
 
-def tickets(ledger: SQLiteBase, *, status: str | None = "pending") -> list[PendingRequest]:
+def tickets(ledger: SQLBase, *, status: str | None = "pending") -> list[PendingRequest]:
     """Tickets with ``status`` (``None``: all), oldest first."""
     if status not in (None, "pending", "approved", "denied", "used"):
         raise InvalidPrivacyParameter(
@@ -96,7 +95,7 @@ def tickets(ledger: SQLiteBase, *, status: str | None = "pending") -> list[Pendi
     return [_rows.ticket_from_row(r) for r in rows]
 
 
-def _open_ticket(conn: sqlite3.Connection, ticket: str) -> PendingRequest:
+def _open_ticket(conn: Conn, ticket: str) -> PendingRequest:
     row = conn.execute(sql.SELECT_TICKET, {"ticket": ticket}).fetchone()
     if row is None:
         raise UnknownTicket(f"no approval ticket {ticket!r}; `dpllm budget pending` lists them")
@@ -107,7 +106,7 @@ def _open_ticket(conn: sqlite3.Connection, ticket: str) -> PendingRequest:
 
 
 def approve(
-    ledger: SQLiteBase, ticket: str, *, approver: str = "admin", from_pool: str | None = None
+    ledger: SQLBase, ticket: str, *, approver: str = "admin", from_pool: str | None = None
 ) -> PendingRequest:
     """Approve a queued request: move budget from a reserve and charge it, atomically.
 
@@ -133,6 +132,7 @@ def approve(
     with ledger._tx() as conn:
         request = _open_ticket(conn, ticket)
         window, now = request.window, ledger._now_text()
+        ledger._lock_query(conn, request.query_id)
         if conn.execute(sql.SELECT_CHARGE, {"query_id": request.query_id}).fetchone():
             conn.execute(
                 sql.DECIDE_TICKET,
@@ -197,7 +197,7 @@ def approve(
 
 
 def deny(
-    ledger: SQLiteBase, ticket: str, *, approver: str = "admin", reason: str = ""
+    ledger: SQLBase, ticket: str, *, approver: str = "admin", reason: str = ""
 ) -> PendingRequest:
     """Deny a queued request (audited); a retry of its query id is refused."""
     with ledger._tx() as conn:

@@ -1,4 +1,4 @@
-"""Append-only, versioned schema migrations of the SQLite ledger.
+"""Append-only, versioned schema migrations of the ledger (SQLite and PostgreSQL).
 
 Each :class:`Migration` has a name and a list of statements. They are applied in
 order, each inside the same ``BEGIN IMMEDIATE`` transaction that records its
@@ -11,8 +11,13 @@ Every page a charge touches is one more page written to the WAL before the
 fsync, so the schema keeps a charge to few pages (``WITHOUT ROWID`` tables for
 the small keyed rows, no index that only reports would use).
 
-The schema keeps the portable core of the design (issue 10 follows it on
-PostgreSQL with ``BIGINT``/``BIGSERIAL`` in place of SQLite's ``INTEGER``):
+:data:`POSTGRES_MIGRATIONS` is the same schema, step for step and name for name,
+in PostgreSQL's types: ``BIGINT`` micro-units (exact; a 64-bit integer holds
+9.2·10¹² ε), ``BIGINT GENERATED ALWAYS AS IDENTITY`` for the audit id, ``DOUBLE
+PRECISION`` only for δ and lease times (neither is an amount). Append a step to
+both tuples under the same name; a test checks the names agree.
+
+The schema keeps the portable core of the design:
 
 * ``pools`` — one row per pool: caps, measure, parent, and the running
   ``lifetime_spent`` (micro-units in the pool's measure).
@@ -31,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MIGRATIONS", "Migration"]
+__all__ = ["MIGRATIONS", "POSTGRES_MIGRATIONS", "Migration"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +122,88 @@ MIGRATIONS: tuple[Migration, ...] = (
                 window_key TEXT NOT NULL,
                 query_id TEXT NOT NULL,
                 micro INTEGER NOT NULL,
+                detail TEXT NOT NULL
+            )""",
+        ),
+    ),
+)
+
+
+POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        name="0001_initial",
+        statements=(
+            """CREATE TABLE pools (
+                name TEXT PRIMARY KEY,
+                measure TEXT NOT NULL CHECK (measure IN ('pure', 'zcdp')),
+                window_cap BIGINT NOT NULL CHECK (window_cap >= 0),
+                lifetime_cap BIGINT CHECK (lifetime_cap IS NULL OR lifetime_cap >= 0),
+                parent TEXT REFERENCES pools(name),
+                delta DOUBLE PRECISION NOT NULL,
+                on_exceed TEXT NOT NULL CHECK (on_exceed IN ('refuse', 'queue')),
+                reserve TEXT,
+                lifetime_spent BIGINT NOT NULL DEFAULT 0 CHECK (lifetime_spent >= 0),
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL
+            )""",
+            """CREATE TABLE pool_windows (
+                pool TEXT NOT NULL REFERENCES pools(name),
+                window_key TEXT NOT NULL,
+                spent BIGINT NOT NULL DEFAULT 0 CHECK (spent >= 0),
+                granted BIGINT NOT NULL DEFAULT 0,
+                PRIMARY KEY (pool, window_key)
+            )""",
+            """CREATE TABLE charges (
+                query_id TEXT PRIMARY KEY,
+                pool TEXT NOT NULL REFERENCES pools(name),
+                window_key TEXT NOT NULL,
+                measure TEXT NOT NULL,
+                micro BIGINT NOT NULL,
+                analyst TEXT NOT NULL,
+                description TEXT NOT NULL,
+                status TEXT NOT NULL
+                    CHECK (status IN ('in_progress', 'data_read', 'released')),
+                owner TEXT,
+                lease_expires DOUBLE PRECISION,
+                ticket TEXT,
+                release_name TEXT,
+                release_json TEXT,
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL
+            )""",
+            """CREATE TABLE charge_parts (
+                query_id TEXT NOT NULL REFERENCES charges(query_id),
+                pool TEXT NOT NULL,
+                window_key TEXT NOT NULL,
+                micro BIGINT NOT NULL CHECK (micro >= 0),
+                PRIMARY KEY (query_id, pool)
+            )""",
+            """CREATE TABLE tickets (
+                ticket TEXT PRIMARY KEY,
+                query_id TEXT NOT NULL,
+                pool TEXT NOT NULL,
+                window_key TEXT NOT NULL,
+                measure TEXT NOT NULL,
+                micro BIGINT NOT NULL,
+                analyst TEXT NOT NULL,
+                description TEXT NOT NULL,
+                status TEXT NOT NULL
+                    CHECK (status IN ('pending', 'approved', 'denied', 'used')),
+                decided_by TEXT,
+                from_pool TEXT,
+                created_at TEXT NOT NULL,
+                decided_at TEXT
+            )""",
+            "CREATE INDEX tickets_query ON tickets (query_id, status)",
+            """CREATE TABLE audit (
+                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                time TEXT NOT NULL,
+                event TEXT NOT NULL,
+                analyst TEXT NOT NULL,
+                pool TEXT NOT NULL,
+                window_key TEXT NOT NULL,
+                query_id TEXT NOT NULL,
+                micro BIGINT NOT NULL,
                 detail TEXT NOT NULL
             )""",
         ),

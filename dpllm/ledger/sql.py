@@ -1,7 +1,10 @@
 """The ledger's data-manipulation statements, written once for SQLite and PostgreSQL.
 
 Every statement uses named parameters (``:name``); a PostgreSQL backend turns
-them into ``%(name)s`` with :func:`to_pyformat`. The atomicity argument is the
+them into ``%(name)s`` with :func:`to_pyformat`. A parameter that may be
+``NULL`` in an ``IS NULL`` test is written ``CAST(:p AS TEXT)``: PostgreSQL
+cannot infer the type of a bare ``$1 IS NULL``. ``LIMIT`` takes a large number
+for "all" (PostgreSQL refuses SQLite's ``-1``). The atomicity argument is the
 same on both engines: inside one transaction, one *conditional* ``UPDATE … SET
 spent = spent + :c WHERE … AND spent + :c <= cap`` per pool on the path (the
 row count says whether that pool took the charge), plus the ``INSERT`` of the
@@ -182,7 +185,8 @@ USE_TICKET = "UPDATE tickets SET status = 'used' WHERE ticket = :ticket AND stat
 
 SELECT_TICKETS = """
 SELECT ticket, query_id, pool, window_key, measure, micro, analyst, description, status
-FROM tickets WHERE (:status IS NULL OR status = :status) ORDER BY created_at, ticket
+FROM tickets WHERE (CAST(:status AS TEXT) IS NULL OR status = :status)
+ORDER BY created_at, ticket
 """
 
 # -- audit ------------------------------------------------------------------------------
@@ -199,7 +203,7 @@ FROM audit ORDER BY id DESC LIMIT :limit
 SELECT_RELEASES = """
 SELECT release_json FROM charges
 WHERE release_json IS NOT NULL
-  AND (:name IS NULL OR release_name = :name)
-  AND (:window IS NULL OR window_key = :window)
+  AND (CAST(:name AS TEXT) IS NULL OR release_name = :name)
+  AND (CAST(:window AS TEXT) IS NULL OR window_key = :window)
 ORDER BY window_key, release_name, query_id
 """

@@ -152,7 +152,8 @@ def _victim(factory: LedgerFactory, round_: int, receipts: str) -> None:
 
 def _check_consistent(ledger: object, factory: LedgerFactory) -> None:
     led = factory()
-    assert led._query("PRAGMA integrity_check") == [("ok",)]
+    if factory.backend == "sqlite":
+        assert led._query("PRAGMA integrity_check") == [("ok",)]
     for pool in ("a", "b", "global"):
         total = 0
         for window in ("2026-W46", "2026-W47"):

@@ -15,14 +15,22 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from dpllm.errors import BudgetExceeded
+from dpllm.ledger.postgres import PostgresLedger
 from dpllm.ledger.sqlite import SQLiteCharge, SQLiteLedger
 from dpllm.release import Cost
-from tests.ledger.conftest import make_release, parts_sum, pure_pool
+from tests.ledger.conftest import make_release, parts_sum, pg_schema, pure_pool
 
 WINDOWS = ("2026-W46", "2026-W47")
 CAPS = {"global": 1.0, "a": 0.6, "b": 0.7}
@@ -71,10 +79,19 @@ class Model:
 
 
 class LedgerMachine(RuleBasedStateMachine):
+    pg_database: str | None = None
+    """Set: run on a fresh schema of this PostgreSQL database instead of a SQLite file."""
+
     def __init__(self) -> None:
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="dpllm-ledger-prop-")
-        self.ledger = SQLiteLedger(Path(self.dir) / "ledger.db")
+        self.schema: AbstractContextManager[str] | None = None
+        self.ledger: SQLiteLedger | PostgresLedger
+        if self.pg_database is None:
+            self.ledger = SQLiteLedger(Path(self.dir) / "ledger.db")
+        else:
+            self.schema = pg_schema(self.pg_database)
+            self.ledger = PostgresLedger(self.schema.__enter__())
         for name in ("global", "a", "b"):
             self.ledger.ensure_pool(
                 pure_pool(name, CAPS[name], lifetime=LIFETIME[name], parent=PARENT[name])
@@ -148,10 +165,23 @@ class LedgerMachine(RuleBasedStateMachine):
         for item in self.open:
             item.cm.__exit__(None, None, None)
         self.ledger.close()
+        if self.schema is not None:
+            self.schema.__exit__(None, None, None)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-LedgerMachine.TestCase.settings = settings(
-    max_examples=40, stateful_step_count=25, deadline=None, database=None
-)
+SETTINGS = settings(max_examples=40, stateful_step_count=25, deadline=None, database=None)
+LedgerMachine.TestCase.settings = SETTINGS
 test_ledger_state_machine = LedgerMachine.TestCase
+
+
+@pytest.mark.postgres
+def test_ledger_state_machine_on_postgres(pg_database: str) -> None:
+    class OnPostgres(LedgerMachine):
+        pass
+
+    OnPostgres.pg_database = pg_database
+    # Fewer examples: each is a schema of its own, and a step costs round trips.
+    run_state_machine_as_test(
+        OnPostgres, settings=settings(SETTINGS, max_examples=12, stateful_step_count=20)
+    )

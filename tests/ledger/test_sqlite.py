@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -207,8 +208,9 @@ def test_audit_log_records_who_what_where(tree: SQLiteLedger) -> None:
     assert len(tree.history(limit=1)) == 1
 
 
-def test_connection_pragmas(ledger: SQLiteLedger) -> None:
-    conn = ledger._conn()
+def test_connection_pragmas(tmp_path: Path) -> None:
+    """SQLite only; tests/ledger/test_postgres.py checks the PostgreSQL session settings."""
+    conn = SQLiteLedger(tmp_path / "ledger.db")._conn()
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     assert conn.execute("PRAGMA busy_timeout").fetchone()[0] > 0
@@ -225,9 +227,13 @@ def test_migrations_are_recorded_and_reopening_is_idempotent(
 
 
 def test_database_from_a_newer_dpllm_is_refused(ledger_factory: LedgerFactory) -> None:
-    ledger_factory()
-    with sqlite3.connect(ledger_factory.location) as conn:
-        conn.execute("INSERT INTO dpllm_migrations VALUES ('9999_future', 'x')")
+    ledger = ledger_factory()
+    if ledger_factory.backend == "sqlite":
+        with sqlite3.connect(ledger_factory.location) as conn:
+            conn.execute("INSERT INTO dpllm_migrations VALUES ('9999_future', 'x')")
+    else:
+        with ledger._tx() as conn:
+            conn.execute("INSERT INTO dpllm_migrations VALUES ('9999_future', 'x')")
     with pytest.raises(LedgerError, match="upgrade dpllm"):
         ledger_factory()
 

@@ -1,0 +1,405 @@
+"""Charging, pools and approvals: the ledger's logic, written once for every SQL backend.
+
+:class:`SQLLedger` runs on the transactions a backend supplies
+(:class:`~dpllm.ledger._sql_base.SQLBase`). A charge is one write transaction:
+the backend's per-query lock (``_lock_query``), a read of the charge row (a
+stored release is returned from the cache; a live owner is waited for; a dead
+one is taken over), then one conditional ``UPDATE`` per pool on the path, the
+charge row keyed by the query id, its parts and an audit line. If any pool
+refuses, the transaction rolls back to a savepoint and commits only the
+refusal's audit line (or the approval ticket when the pool queues).
+
+Why nothing is lost, doubled or pushed past a cap, on any backend:
+
+* **past a cap** — each pool's ``UPDATE … WHERE spent + :micro <= cap`` is
+  evaluated under that row's write lock against the latest committed value,
+  so two charges can never both fit into the last room;
+* **doubled** — the charge row's primary key is the query id and its check and
+  insert happen under the per-query lock, so a query id is charged at most once;
+* **lost** — the charge commits (durably) before ``charging()`` yields, so no
+  noisy value is computed on an uncommitted charge; a crash before commit rolls
+  the whole transaction back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from dpllm.errors import (
+    BudgetError,
+    ChargeInProgress,
+    ConfigError,
+    InvalidPrivacyParameter,
+    LedgerError,
+)
+from dpllm.ledger import _approvals, _rows, sql
+from dpllm.ledger._sql_base import Conn, SQLBase
+from dpllm.ledger.base import PendingRequest, PoolSpec, iter_path
+from dpllm.release import Cost, Measure, Release
+
+__all__ = ["SQLCharge", "SQLLedger"]
+
+_WAIT = object()
+
+
+class SQLCharge:
+    """The handle :meth:`SQLLedger.charging` yields (see :class:`dpllm.ledger.base.Charge`)."""
+
+    def __init__(
+        self,
+        ledger: SQLLedger,
+        *,
+        query_id: str,
+        cost: Cost,
+        owner: str | None,
+        cached: Release | None,
+        refundable: bool,
+    ) -> None:
+        self._ledger = ledger
+        self._query_id = query_id
+        self._cost = cost
+        self._owner = owner
+        self._cached = cached
+        self._refundable = refundable
+        self._data_read = False
+        self._stored = False
+
+    @property
+    def query_id(self) -> str:
+        return self._query_id
+
+    @property
+    def cached(self) -> Release | None:
+        """The release already stored for this query id; then nothing was charged."""
+        return self._cached
+
+    def data_read(self) -> None:
+        """Mark that the data is about to be read: from here on the charge is never refunded."""
+        if self._cached is not None:
+            raise LedgerError("this query id is answered from the cache; do not read the data")
+        self._data_read = True
+
+    def store(self, release: Release) -> None:
+        """Store ``release`` under the query id, durably, before it is returned.
+
+        Raises:
+            InvalidPrivacyParameter: the release claims more than was charged.
+            ChargeInProgress: another process stored a release for this query id
+                first (this one's lease had expired); return ``get_release`` instead.
+        """
+        if self._cached is not None or self._stored:
+            raise LedgerError(f"a release is already stored for query id {self._query_id!r}")
+        _rows.check_release_cost(release, self._cost)
+        self._ledger._store(self._query_id, release)
+        self._stored = True
+
+    def _finish(self, *, failed: bool) -> None:
+        if self._cached is not None or self._stored or self._owner is None:
+            return
+        if not self._data_read and self._refundable:
+            self._ledger._refund(self._query_id, self._owner, failed=failed)
+        else:
+            self._ledger._abandon(self._query_id, self._owner)
+
+
+class SQLLedger(SQLBase):
+    """Charging, pools and approvals of the SQL ledgers, on a backend's transactions."""
+
+    # -- pools ---------------------------------------------------------------------------
+    def ensure_pool(self, spec: PoolSpec) -> None:
+        """Create the pool, or update its caps and settings if it exists.
+
+        Raises:
+            UnknownPool: the parent does not exist yet (create parents first).
+            ConfigError: a cycle, a zCDP pool under a pure parent, or a change of
+                measure after the pool has spent.
+        """
+        if not isinstance(spec, PoolSpec):
+            raise ConfigError(f"ensure_pool takes a PoolSpec, got {spec!r}", field="pools")
+        with self._tx() as conn:
+            pools = self._pools(conn)
+            old = pools.get(spec.name)
+            if old is not None and old.measure is not spec.measure:
+                if conn.execute(sql.POOL_HAS_SPENDING, {"name": spec.name}).fetchone():
+                    raise ConfigError(
+                        f"pool {spec.name!r} has charges in {old.measure}; its measure cannot "
+                        "change. Create a new pool instead",
+                        field="pools",
+                    )
+            pools[spec.name] = spec
+            path = list(iter_path(pools, spec.name))  # unknown parent or cycle → error
+            for child, parent in zip(path, path[1:], strict=False):
+                if child.measure is Measure.ZCDP and parent.measure is Measure.PURE:
+                    raise ConfigError(
+                        f"pool {child.name!r} is zCDP but its parent {parent.name!r} is pure "
+                        "ε-DP; a zCDP charge cannot be counted in ε. Make the parent zCDP",
+                        field="pools",
+                    )
+            for other in pools.values():
+                if other.parent == spec.name:
+                    list(iter_path(pools, other.name))
+                    if other.measure is Measure.ZCDP and spec.measure is Measure.PURE:
+                        raise ConfigError(
+                            f"pool {spec.name!r} cannot be pure: its child {other.name!r} is zCDP",
+                            field="pools",
+                        )
+            conn.execute(
+                sql.UPSERT_POOL,
+                {
+                    "name": spec.name,
+                    "measure": spec.measure.value,
+                    "window_cap": spec.window_cap,
+                    "lifetime_cap": spec.lifetime_cap,
+                    "parent": spec.parent,
+                    "delta": spec.delta,
+                    "on_exceed": spec.on_exceed,
+                    "reserve": spec.reserve,
+                    "now": self._now_text(),
+                },
+            )
+            detail = (
+                f"{spec.measure.value}; window_cap={spec.window_cap}; "
+                f"lifetime_cap={spec.lifetime_cap}; parent={spec.parent}; on_exceed={spec.on_exceed}"
+            )
+            self._audit(conn, "pool", analyst="config", pool=spec.name, window="", detail=detail)
+
+    def pools(self) -> list[PoolSpec]:
+        """Every configured pool, by name."""
+        with self._read() as conn:
+            return sorted(self._pools(conn).values(), key=lambda p: p.name)
+
+    # -- charging -----------------------------------------------------------------------
+    @contextmanager
+    def charging(
+        self,
+        *,
+        query_id: str,
+        pool: str,
+        window: str,
+        cost: Cost,
+        analyst: str = "default",
+        description: str = "",
+    ) -> Iterator[SQLCharge]:
+        """Charge ``cost`` to ``pool`` and its ancestors for ``window``, durably.
+
+        See :meth:`dpllm.ledger.base.Ledger.charging`. On leaving the block: an
+        exception (or a normal exit) before ``charge.data_read()`` refunds; after
+        it, the charge stays and, without a stored release, is listed as
+        "charged, not released" and may be taken over by a retry.
+
+        Raises:
+            BudgetExceeded, BudgetPending, ChargeInProgress, UnknownPool,
+            InvalidPrivacyParameter (bad cost or wrong measure), DataError
+            (malformed window key), LedgerUnavailable.
+
+        Privacy: each pool on the path is charged the cost in its own measure
+        (pure ε converts to ρ = ε²/2 in a zCDP pool), at most once per query id.
+        """
+        _rows.check_request(query_id=query_id, window=window, cost=cost, analyst=analyst)
+        if not isinstance(description, str):
+            raise InvalidPrivacyParameter(f"description must be a string, got {description!r}")
+        handle = self._acquire(query_id, pool, window, cost, analyst, description)
+        try:
+            yield handle
+        except BaseException:
+            handle._finish(failed=True)
+            raise
+        handle._finish(failed=False)
+
+    def _acquire(
+        self, query_id: str, pool: str, window: str, cost: Cost, analyst: str, description: str
+    ) -> SQLCharge:
+        deadline = time.monotonic() + self._wait
+        delay = 0.005
+        while True:
+            outcome = self._try_acquire(query_id, pool, window, cost, analyst, description)
+            if isinstance(outcome, SQLCharge):
+                return outcome
+            if isinstance(outcome, BudgetError):
+                raise outcome
+            if time.monotonic() >= deadline:
+                raise ChargeInProgress(
+                    f"query id {query_id!r} is being charged by another process and its release "
+                    f"was not stored within {self._wait:g} s; retry later (no second charge was made)"
+                )
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.1)
+
+    def _try_acquire(
+        self, query_id: str, pool: str, window: str, cost: Cost, analyst: str, description: str
+    ) -> SQLCharge | BudgetError | object:
+        with self._tx() as conn:
+            self._lock_query(conn, query_id)
+            path = self._path(conn, pool)
+            parts = self._parts(path, cost)
+            row = conn.execute(sql.SELECT_CHARGE, {"query_id": query_id}).fetchone()
+            if row is None:
+                return self._charge_new(conn, query_id, window, cost, parts, analyst, description)
+            if row[11] is not None:
+                self._audit(
+                    conn, "cache_hit", analyst=analyst, pool=row[1], window=row[2],
+                    query_id=query_id, detail="answered from the release cache; nothing charged",
+                )  # fmt: skip
+                cached = _rows.release_from_json(row[11])
+                return SQLCharge(
+                    self, query_id=query_id, cost=cost, owner=None, cached=cached, refundable=False
+                )
+            record = _rows.charge_from_row(row)
+            now = self._clock()
+            if not _rows.owner_gone(record.owner, record.lease_expires, now):
+                return _WAIT
+            if (record.pool, record.window, record.cost) != (pool, window, cost):
+                raise LedgerError(
+                    f"query id {query_id!r} was charged {record.cost.describe()} to pool "
+                    f"{record.pool!r} for {record.window}, but this request names "
+                    f"{cost.describe()}, {pool!r}, {window}. A query id must fingerprint the "
+                    "query spec, dataset and window"
+                )
+            me = self._owner()
+            conn.execute(
+                sql.TAKE_OVER,
+                {"query_id": query_id, "owner": me, "lease_expires": now + self._lease,
+                 "now": _rows.iso_time(now)},
+            )  # fmt: skip
+            if record.ticket is not None:
+                conn.execute(sql.USE_TICKET, {"ticket": record.ticket})
+            # An approved charge that never ran is refundable; one left by a dead
+            # or failed process is not (its data may have been read).
+            fresh = record.owner is None and record.status.value == "in_progress"
+            detail = "approved charge starts its run" if fresh else (
+                f"took over the existing charge from {record.owner or 'a failed run'}; "
+                "nothing charged again"
+            )  # fmt: skip
+            self._audit(
+                conn, "takeover", analyst=analyst, pool=record.pool, window=record.window,
+                query_id=query_id, micro=0, detail=detail,
+            )  # fmt: skip
+            return SQLCharge(
+                self, query_id=query_id, cost=cost, owner=me, cached=None, refundable=fresh
+            )
+
+    def _charge_new(
+        self,
+        conn: Conn,
+        query_id: str,
+        window: str,
+        cost: Cost,
+        parts: Sequence[tuple[PoolSpec, int]],
+        analyst: str,
+        description: str,
+    ) -> SQLCharge | BudgetError:
+        # The charge row, its parts and the audit line go first and the pools' conditional
+        # UPDATEs last, so a pool row's write lock — contended by every charge on that
+        # pool — is held for as few statements as possible before the commit. A refusal
+        # rolls all of it back to the savepoint. COMMIT also ends an unreleased savepoint.
+        conn.execute("SAVEPOINT charge")
+        me = self._owner()
+        self._insert_charge(
+            conn, query_id=query_id, window=window, cost=cost, parts=parts, analyst=analyst,
+            description=description, owner=me, ticket=None,
+        )  # fmt: skip
+        refused = self._apply_path(conn, parts, window)
+        if refused is not None:
+            conn.execute("ROLLBACK TO charge")
+            conn.execute("RELEASE charge")
+            return self._refusal(conn, refused, query_id, window, cost, parts, analyst, description)
+        return SQLCharge(self, query_id=query_id, cost=cost, owner=me, cached=None, refundable=True)
+
+    def _refusal(
+        self,
+        conn: Conn,
+        refused: tuple[PoolSpec, str],
+        query_id: str,
+        window: str,
+        cost: Cost,
+        parts: Sequence[tuple[PoolSpec, int]],
+        analyst: str,
+        description: str,
+    ) -> BudgetError:
+        spec, kind = refused
+        micro = dict((s.name, m) for s, m in parts)[spec.name]
+        error = _rows.exceeded(
+            spec, kind=kind, window=window, requested=micro,
+            remaining=self._window_position(conn, spec, window),
+        )  # fmt: skip
+        leaf = parts[0][0].name
+        if spec.on_exceed == "queue":
+            return _approvals.queue(
+                self, conn, error, query_id=query_id, pool=leaf, window=window, cost=cost,
+                analyst=analyst, description=description,
+            )  # fmt: skip
+        self._audit(
+            conn, "refuse", analyst=analyst, pool=spec.name, window=window, query_id=query_id,
+            micro=micro, detail=str(error),
+        )  # fmt: skip
+        return error
+
+    def _refund(self, query_id: str, owner: str, *, failed: bool) -> None:
+        with self._tx() as conn:
+            self._lock_query(conn, query_id)
+            row = conn.execute(sql.SELECT_CHARGE, {"query_id": query_id}).fetchone()
+            if row is None or row[8] != owner or row[11] is not None:
+                return  # taken over by a retry after our lease ran out: theirs now
+            parts = conn.execute(sql.SELECT_PARTS, {"query_id": query_id}).fetchall()
+            for pool, window, micro in parts:
+                args = {"pool": pool, "window": window, "micro": micro}
+                conn.execute(sql.REFUND_WINDOW, args)
+                conn.execute(sql.REFUND_LIFETIME, args)
+            conn.execute(sql.DELETE_PARTS, {"query_id": query_id})
+            conn.execute(sql.DELETE_CHARGE, {"query_id": query_id, "owner": owner})
+            reason = "an error before the data was read" if failed else "the data was never read"
+            self._audit(
+                conn, "refund", analyst=row[5], pool=row[1], window=row[2], query_id=query_id,
+                micro=int(row[4]), detail=f"refunded: {reason}",
+            )  # fmt: skip
+
+    def _abandon(self, query_id: str, owner: str) -> None:
+        with self._tx() as conn:
+            cur = conn.execute(
+                sql.ABANDON, {"query_id": query_id, "owner": owner, "now": self._now_text()}
+            )
+            if cur.rowcount == 1:
+                row = conn.execute(sql.SELECT_CHARGE, {"query_id": query_id}).fetchone()
+                self._audit(
+                    conn, "unreleased", analyst=row[5], pool=row[1], window=row[2],
+                    query_id=query_id, micro=0,
+                    detail="data read but no release stored: stays charged; a retry takes it over",
+                )  # fmt: skip
+
+    def _store(self, query_id: str, release: Release) -> None:
+        text = _rows.release_to_json(release)
+        with self._tx() as conn:
+            cur = conn.execute(
+                sql.STORE_RELEASE,
+                {"query_id": query_id, "release_json": text, "release_name": release.name,
+                 "now": self._now_text()},
+            )  # fmt: skip
+            if cur.rowcount == 1:
+                row = conn.execute(sql.SELECT_CHARGE, {"query_id": query_id}).fetchone()
+                self._audit(
+                    conn, "release", analyst=row[5], pool=row[1], window=row[2],
+                    query_id=query_id, micro=0, detail=release.name,
+                )  # fmt: skip
+                return
+        raise ChargeInProgress(
+            f"another process stored the release of query id {query_id!r} first; this "
+            "process's value was dropped unseen. Use ledger.get_release(query_id)"
+        )
+
+    # -- the approval queue -------------------------------------------------------------
+
+    def pending(self, *, status: str | None = "pending") -> list[PendingRequest]:
+        """Approval tickets with ``status`` (``None``: all), oldest first."""
+        return _approvals.tickets(self, status=status)
+
+    def approve(
+        self, ticket: str, *, approver: str = "admin", from_pool: str | None = None
+    ) -> PendingRequest:
+        """Approve a queued request; see :func:`dpllm.ledger._approvals.approve`."""
+        return _approvals.approve(self, ticket, approver=approver, from_pool=from_pool)
+
+    def deny(self, ticket: str, *, approver: str = "admin", reason: str = "") -> PendingRequest:
+        """Deny a queued request; a retry of its query id is then refused."""
+        return _approvals.deny(self, ticket, approver=approver, reason=reason)

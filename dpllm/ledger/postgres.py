@@ -1,0 +1,401 @@
+"""The shared ledger: one PostgreSQL database behind any number of dpllm replicas.
+
+Semantics are those of :mod:`dpllm.ledger.base`, and the statements and the
+charging logic are the SQLite ledger's own (:mod:`dpllm.ledger.sql`,
+:mod:`dpllm.ledger._sql_ledger`); this module supplies connections,
+transactions, the per-query lock and the PostgreSQL schema
+(:data:`~dpllm.ledger.migrations.POSTGRES_MIGRATIONS`: ``BIGINT`` micro-units,
+never floats).
+
+**Why no charge is lost, doubled or pushed past a cap** — what this relies on:
+
+* Transactions run at ``READ COMMITTED`` (set explicitly on every ``BEGIN``,
+  whatever the server's default). Each pool's charge is one conditional
+  ``UPDATE pool_windows SET spent = spent + :micro WHERE … AND spent + :micro
+  <= cap`` (then the same on ``pools.lifetime_spent``). The ``UPDATE`` takes the
+  row's write lock; a concurrent charge of the same pool waits for that lock
+  and then, by READ COMMITTED's rule for ``UPDATE``, re-evaluates its ``WHERE``
+  against the newest committed row. Two charges can therefore never both fit
+  into the last room, and the row count says whether this one did.
+  SERIALIZABLE is not needed (the invariant lives in single-row conditional
+  writes, not in a multi-row read), so no serialization failures are provoked;
+  a deadlock or serialization failure reported anyway is rolled back whole and
+  the charge retried.
+* Pools are locked in one fixed order — the path innermost first, the window
+  row before the lifetime row of each pool. Paths are chains in a tree, so any
+  two charges meet their common ancestors in the same order: no lock cycle.
+* The first statement of a charge is ``pg_advisory_xact_lock`` on a hash of
+  the query id, held to the end of the transaction. The check "is this query id
+  charged?" and the insert of its charge row (primary key: the query id)
+  therefore run one caller at a time per query id, so a retry storm across
+  replicas makes one charge and every other caller sees the committed row and
+  waits for, or reads, its release (the release cache is this same table).
+* Everything — pool updates, charge row, parts, audit line — is one
+  transaction, and it is on disk before ``charging()`` yields. A crash or a
+  lost connection before ``COMMIT`` rolls all of it back: nothing spent.
+* **Early lock release.** Every charge of a pool queues on that pool's row,
+  and a synchronous ``COMMIT`` would hold the row through the WAL fsync, so one
+  hot pool would admit one charge per fsync. The charge transaction therefore
+  commits with ``SET LOCAL synchronous_commit = off`` — its locks are released
+  as soon as its commit record is in the WAL buffer — and the same round trip
+  then commits a tiny transaction that holds an xid with ``synchronous_commit
+  = on`` (set per session), which returns only once the WAL is flushed past
+  *its* commit record, hence past the charge's. ``charging()`` yields only
+  after that, so no noisy value is computed on a charge that is not on disk
+  (the technique of DeWitt et al., "Implementation techniques for main memory
+  database systems", SIGMOD 1984, §5; Johnson et al., "Aether", VLDB 2010).
+  Another transaction may *see* the charge before it is durable; anything it
+  then commits lies later in the WAL, so a crash cannot keep its effect and
+  lose the charge — at worst it refused for lack of budget that a crash later
+  returned (the safe side). Refunds, stores and approvals commit
+  synchronously.
+
+**When PostgreSQL is unreachable** every operation raises
+:class:`~dpllm.errors.LedgerUnavailable` (HTTP 503 at the server) and spends
+nothing; the broken connection is dropped and the next call reconnects. If the
+connection dies *during* ``COMMIT`` the outcome is unknown to the client: if it
+committed, the charge is "charged, not released" (no value left), and a retry
+of the same query id waits for its lease and then takes it over — never a
+second charge.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import secrets
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import psycopg.errors
+
+from dpllm.errors import ConfigError, LedgerError, LedgerUnavailable
+from dpllm.ledger import _rows, sql
+from dpllm.ledger._sql_base import DEFAULT_LEASE_SECONDS, DEFAULT_WAIT_SECONDS, Conn, Cursor
+from dpllm.ledger._sql_ledger import _WAIT, SQLCharge, SQLLedger
+from dpllm.ledger.migrations import POSTGRES_MIGRATIONS
+from dpllm.release import Cost
+
+__all__ = ["DEFAULT_CONNECT_TIMEOUT", "PostgresLedger"]
+
+DEFAULT_CONNECT_TIMEOUT = 5.0
+"""Seconds to wait for PostgreSQL to accept a connection before LedgerUnavailable."""
+MAX_IDLE = 32
+"""Idle connections kept per ledger and process (more are closed on return)."""
+
+_MIGRATION_LOCK = (20261, 10)  # two-int4 advisory key: a space apart from the query locks
+_INHERITED: list[psycopg.Connection[Any]] = []
+# SQLSTATE class 40: the server rolled the transaction back; running it again is safe.
+_ROLLED_BACK = (
+    psycopg.errors.TransactionRollback,
+    psycopg.errors.SerializationFailure,
+    psycopg.errors.DeadlockDetected,
+)
+
+
+_BEGIN = b"BEGIN ISOLATION LEVEL READ COMMITTED"
+# Early lock release for the charge transaction (see the module docstring): commit
+# without waiting for the WAL flush, so the pool rows' locks go at once, then — in the
+# same round trip, before charging() yields — commit a second transaction that has an
+# xid and waits for its flush. WAL is flushed in order, so that flush covers the charge.
+_BEGIN_EARLY = _BEGIN + b"; SET LOCAL synchronous_commit = off"
+_COMMIT_EARLY = b"COMMIT; BEGIN; SELECT pg_current_xact_id(); COMMIT"
+
+
+@functools.lru_cache(maxsize=256)
+def _pyformat(statement: str) -> str:
+    return sql.to_pyformat(statement)
+
+
+class _PgConn:
+    """A psycopg connection speaking the ledger's ``:named`` parameter style."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        self.raw = raw
+
+    def execute(self, statement: str, params: Any = None, /) -> Cursor:
+        if params is None:
+            return self.raw.execute(statement.encode())
+        return self.raw.execute(_pyformat(statement), params)
+
+
+class _Retry(LedgerUnavailable):
+    """A deadlock or serialization failure: rolled back whole; safe to run again."""
+
+
+def _redact(url: str) -> str:
+    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+
+
+def _close_all(conns: list[psycopg.Connection[Any]], pid: int) -> None:
+    if os.getpid() != pid:
+        return
+    for conn in conns:
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001,S110 - closing on the way out; nothing to report to
+            pass
+    conns.clear()
+
+
+class PostgresLedger(SQLLedger):
+    """A persistent, atomic privacy-budget ledger in one PostgreSQL database.
+
+    Several processes and hosts (``dpllm serve`` replicas) share one budget and
+    one release cache through it; see the module docstring for the concurrency
+    argument.
+
+    Args:
+        url: a libpq URL, ``postgresql://user@host:port/dbname``.
+        lease_seconds: an in-progress charge whose owner has not stored within
+            this time may be taken over by a retry.
+        wait_seconds: how long a caller waits for a concurrent charge of the
+            same query id before :class:`~dpllm.errors.ChargeInProgress`.
+        connect_timeout: seconds to wait for the server to accept a connection.
+        clock: POSIX-time source for the audit log and leases (tests inject one).
+
+    Raises:
+        ConfigError: ``url`` is not a PostgreSQL URL.
+        LedgerUnavailable: the server cannot be reached (nothing was recorded).
+        LedgerError: the schema is newer than this dpllm.
+
+    Privacy: enforces every pool's per-window cap (ε or ρ per user per window)
+    and lifetime cap (per user over all windows) on every charge, across all
+    replicas sharing the database.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        wait_seconds: float = DEFAULT_WAIT_SECONDS,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(lease_seconds=lease_seconds, wait_seconds=wait_seconds, clock=clock)
+        if not isinstance(url, str) or not url.startswith(("postgresql://", "postgres://")):
+            raise ConfigError(
+                f"a PostgreSQL ledger needs a postgresql:// URL, got {url!r}", field="ledger.url"
+            )
+        if not connect_timeout > 0:
+            raise ConfigError("connect_timeout must be > 0", field="ledger.connect_timeout")
+        self.url = url
+        self._connect_timeout = max(1, round(connect_timeout))
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._idle: list[psycopg.Connection[Any]] = []
+        self._all: list[psycopg.Connection[Any]] = []
+        self._finalizer = weakref.finalize(self, _close_all, self._all, self._pid)
+        self._migrate()
+
+    def __repr__(self) -> str:
+        return f"PostgresLedger({_redact(self.url)!r})"
+
+    # -- connections ---------------------------------------------------------------------
+    def _connect(self) -> psycopg.Connection[Any]:
+        try:
+            conn = psycopg.connect(
+                self.url,
+                autocommit=True,
+                connect_timeout=self._connect_timeout,
+                application_name="dpllm-ledger",
+            )
+        except psycopg.OperationalError as exc:
+            raise LedgerUnavailable(
+                f"cannot reach the PostgreSQL ledger at {_redact(self.url)}: "
+                f"{str(exc).strip()}. Nothing was charged; check that the server is up"
+            ) from exc
+        try:
+            # A charge must be on disk before it is acknowledged, whatever the server's default.
+            conn.execute(b"SET synchronous_commit = on")
+        except psycopg.Error as exc:
+            conn.close()
+            raise LedgerUnavailable(f"the PostgreSQL ledger refused the session: {exc}") from exc
+        return conn
+
+    def _checkout(self) -> psycopg.Connection[Any]:
+        with self._lock:
+            pid = os.getpid()
+            if pid != self._pid:
+                # Inherited through fork: never use *or close* the parent's sessions here
+                # (closing would end them on the server); keep them referenced.
+                _INHERITED.extend(self._all)
+                self._pid, self._idle, self._all = pid, [], []
+                self._finalizer.detach()
+                self._finalizer = weakref.finalize(self, _close_all, self._all, pid)
+            if self._idle:
+                return self._idle.pop()
+        conn = self._connect()
+        with self._lock:
+            self._all.append(conn)
+        return conn
+
+    def _checkin(self, conn: psycopg.Connection[Any]) -> None:
+        with self._lock:
+            if os.getpid() != self._pid or conn not in self._all:
+                return
+            healthy = not conn.closed and not conn.broken
+            if healthy and len(self._idle) < MAX_IDLE:
+                self._idle.append(conn)
+                return
+            self._all.remove(conn)
+        conn.close()
+
+    def _owner(self) -> str:
+        token: str | None = getattr(self._local, "token", None)
+        if token is None or getattr(self._local, "pid", None) != os.getpid():
+            token = self._local.token = secrets.token_hex(6)
+            self._local.pid = os.getpid()
+        return _rows.owner_id(token)
+
+    # -- transactions --------------------------------------------------------------------
+    @contextmanager
+    def _tx(self) -> Iterator[_PgConn]:
+        """One READ COMMITTED write transaction; psycopg errors become LedgerErrors."""
+        if getattr(self._local, "early_release", False):
+            begin, commit = _BEGIN_EARLY, _COMMIT_EARLY
+        else:
+            begin, commit = _BEGIN, b"COMMIT"
+        with self._session(begin, write=True, commit=commit) as conn:
+            yield conn
+
+    @contextmanager
+    def _read(self) -> Iterator[_PgConn]:
+        """A read-only snapshot (REPEATABLE READ) for several SELECTs."""
+        begin = b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+        with self._session(begin, write=False, commit=b"ROLLBACK") as conn:
+            yield conn
+
+    @contextmanager
+    def _session(self, begin: bytes, *, write: bool, commit: bytes) -> Iterator[_PgConn]:
+        raw = self._begin(begin)
+        try:
+            try:
+                yield _PgConn(raw)
+            except psycopg.Error as exc:
+                self._rollback(raw)
+                raise self._translate(exc, "write" if write else "read") from exc
+            except BaseException:
+                self._rollback(raw)
+                raise
+            try:
+                raw.execute(commit)
+            except psycopg.Error as exc:
+                self._rollback(raw)
+                raise self._translate(exc, "commit" if write else "read") from exc
+        finally:
+            self._checkin(raw)
+
+    def _begin(self, begin: bytes) -> psycopg.Connection[Any]:
+        """A connection inside a fresh transaction.
+
+        An idle connection may have died since its last use (a server restart, a
+        dropped link); nothing has been sent on it yet, so it is dropped and the
+        next one tried, and finally a new connection (which raises
+        LedgerUnavailable when the server cannot be reached).
+        """
+        for _ in range(MAX_IDLE + 1):
+            fresh = not self._idle
+            raw = self._checkout()
+            try:
+                raw.execute(begin)
+                return raw
+            except psycopg.Error as exc:
+                raw.close()
+                self._checkin(raw)
+                if fresh or not isinstance(exc, psycopg.OperationalError):
+                    raise self._translate(exc, "begin") from exc
+        raise LedgerUnavailable(f"cannot start a transaction on {_redact(self.url)}")
+
+    @staticmethod
+    def _rollback(raw: psycopg.Connection[Any]) -> None:
+        if raw.closed or raw.broken:
+            return
+        try:
+            raw.execute(b"ROLLBACK")
+        except psycopg.Error:
+            raw.close()  # unusable; _checkin drops it
+
+    def _translate(self, exc: psycopg.Error, stage: str) -> LedgerError:
+        where = _redact(self.url)
+        if isinstance(exc, _ROLLED_BACK):
+            return _Retry(
+                f"the PostgreSQL ledger rolled a transaction back ({exc.sqlstate}: "
+                f"{str(exc).strip()}); nothing was recorded. Retry"
+            )
+        if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+            if stage == "commit":
+                return LedgerUnavailable(
+                    f"lost the PostgreSQL ledger at {where} during COMMIT: {str(exc).strip()}. "
+                    "If it committed, the charge is listed as charged, not released (no value "
+                    "left); a retry of the same query id takes it over, never charging twice"
+                )
+            return LedgerUnavailable(
+                f"cannot use the PostgreSQL ledger at {where}: {str(exc).strip()}. Nothing "
+                "was recorded; retry when the database is back"
+            )
+        return LedgerError(f"PostgreSQL ledger {where}: {str(exc).strip()}. Nothing was recorded")
+
+    def _lock_query(self, conn: Conn, query_id: str) -> None:
+        """Serialise writers of ``query_id`` until commit (a transaction advisory lock)."""
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(:query_id, 0))", {"query_id": query_id}
+        )
+
+    def _try_acquire(
+        self, query_id: str, pool: str, window: str, cost: Cost, analyst: str, description: str
+    ) -> SQLCharge | object:
+        self._local.early_release = True
+        try:
+            return super()._try_acquire(query_id, pool, window, cost, analyst, description)
+        except _Retry:
+            return _WAIT  # rolled back whole: the acquire loop runs it again
+        finally:
+            self._local.early_release = False
+
+    # -- migrations ------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        """Apply :data:`POSTGRES_MIGRATIONS` once, even with replicas starting together."""
+        known = [m.name for m in POSTGRES_MIGRATIONS]
+        with self._tx() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock({}, {})".format(*_MIGRATION_LOCK))
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS dpllm_migrations "
+                "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+            )
+            applied = [
+                r[0] for r in conn.execute("SELECT name FROM dpllm_migrations ORDER BY name")
+            ]
+            unknown = sorted(set(applied) - set(known))
+            if unknown:
+                raise LedgerError(
+                    f"the ledger {_redact(self.url)} has migrations this dpllm does not know "
+                    f"({unknown}); upgrade dpllm"
+                )
+            for migration in POSTGRES_MIGRATIONS:
+                if migration.name in applied:
+                    continue
+                for statement in migration.statements:
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO dpllm_migrations (name, applied_at) VALUES (:name, :now)",
+                    {"name": migration.name, "now": self._now_text()},
+                )
+
+    def close(self) -> None:
+        """Close this process's connections to the database (the ledger reconnects on use)."""
+        with self._lock:
+            conns = list(self._all) if os.getpid() == self._pid else []
+            self._all.clear()
+            self._idle.clear()
+        for conn in conns:
+            conn.close()
