@@ -1,8 +1,29 @@
 """dpllm: differentially private statistics for LLM prompts.
 
-Re-exports only; see the modules for the concepts.
+Re-exports only; each concept lives in its own module. Names backed by Presidio
+(``Redactor``, ``Vault``, ``wrap`` …) are resolved on first access, because
+importing Presidio loads spaCy (seconds) and most users of ``import dpllm`` —
+the CLI's ``--help`` included — never redact anything.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from dpllm.config import Settings
+from dpllm.data.demo import generate_demo, write_demo
+from dpllm.data.engines import DuckDBEngine, Engine, PostgresEngine, SQLiteEngine
+from dpllm.data.queries import (
+    ActiveUsers,
+    CourseBreakdown,
+    FeedbackCount,
+    MeanRating,
+    RatingHistogram,
+)
+from dpllm.data.sql import ColumnMap
+from dpllm.data.stats import StatsRunner, default_catalogue, rating_shares, top_k
+from dpllm.data.topics import NewKeywords, TopicCounts, TopTopics, Vocabulary
 from dpllm.errors import (
     BudgetError,
     BudgetExceeded,
@@ -11,8 +32,10 @@ from dpllm.errors import (
     ConfigError,
     DataError,
     DPLLMError,
+    DuplicateReport,
     GuardError,
     InvalidPrivacyParameter,
+    InvalidReport,
     LedgerError,
     LedgerUnavailable,
     ModelAuthError,
@@ -24,36 +47,171 @@ from dpllm.errors import (
     RawReleaseError,
     RedactionError,
     TemplateError,
+    TemplateLintError,
+    TemplateSecurityError,
+    TemplateUndefinedError,
+    UnknownPool,
+    UnknownTicket,
     UnsafeIdentifier,
 )
+from dpllm.generate import GenerationResult, generate
+from dpllm.guard import Guard, GuardReport, Violation, extract_mentions
+from dpllm.ledger import (
+    AuditEvent,
+    Balance,
+    ChargeRecord,
+    Ledger,
+    PendingRequest,
+    PoolSpec,
+    SQLiteLedger,
+    release_once,
+)
+from dpllm.ledger.factory import open_ledger
+from dpllm.models import Completion, ModelClient, OfflineWriter, OpenAIModelClient
+from dpllm.privacy.audit import AuditResult, audit_mechanism
+from dpllm.privacy.ldp import KRandomizedResponse, LDPEstimate, LDPReport, OptimisedUnaryEncoding
+from dpllm.privacy.mechanisms import (
+    DiscreteGaussian,
+    DiscreteLaplace,
+    Gaussian,
+    Laplace,
+    make_release,
+    permute_and_flip,
+    ratio_release,
+)
+from dpllm.privacy.noise import NoiseSource, SecureNoise, SeededNoise
 from dpllm.release import Cost, Measure, Release
+from dpllm.templates import LintIssue, PromptEnvironment, lint
+from dpllm.weekly import WeeklyJob, WeeklyReport, run_weekly
+
+if TYPE_CHECKING:
+    from dpllm.ldp_api import LDPClient, LDPIngest, LDPStore
+    from dpllm.redact import RedactionResult, Redactor, Vault
+    from dpllm.wrap import wrap
 
 __version__ = "0.1.0"
 
+# name → module, imported on first access (see the module docstring).
+_LAZY = {
+    "LDPClient": "dpllm.ldp_api",
+    "LDPIngest": "dpllm.ldp_api",
+    "LDPStore": "dpllm.ldp_api",
+    "RedactionResult": "dpllm.redact",
+    "Redactor": "dpllm.redact",
+    "Vault": "dpllm.redact",
+    "wrap": "dpllm.wrap",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dpllm' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
+    "ActiveUsers",
+    "AuditEvent",
+    "AuditResult",
+    "Balance",
     "BudgetError",
     "BudgetExceeded",
     "BudgetPending",
     "ChargeInProgress",
+    "ChargeRecord",
+    "ColumnMap",
+    "Completion",
     "ConfigError",
     "Cost",
+    "CourseBreakdown",
     "DPLLMError",
     "DataError",
+    "DiscreteGaussian",
+    "DiscreteLaplace",
+    "DuckDBEngine",
+    "DuplicateReport",
+    "Engine",
+    "FeedbackCount",
+    "Gaussian",
+    "GenerationResult",
+    "Guard",
     "GuardError",
+    "GuardReport",
     "InvalidPrivacyParameter",
+    "InvalidReport",
+    "KRandomizedResponse",
+    "LDPClient",
+    "LDPEstimate",
+    "LDPIngest",
+    "LDPReport",
+    "LDPStore",
+    "Laplace",
+    "Ledger",
     "LedgerError",
     "LedgerUnavailable",
+    "LintIssue",
+    "MeanRating",
     "Measure",
     "ModelAuthError",
     "ModelBadResponse",
+    "ModelClient",
     "ModelError",
     "ModelRateLimited",
     "ModelTimeout",
     "ModelUnreachable",
+    "NewKeywords",
+    "NoiseSource",
+    "OfflineWriter",
+    "OpenAIModelClient",
+    "OptimisedUnaryEncoding",
+    "PendingRequest",
+    "PoolSpec",
+    "PostgresEngine",
+    "PromptEnvironment",
+    "RatingHistogram",
     "RawReleaseError",
     "RedactionError",
+    "RedactionResult",
+    "Redactor",
     "Release",
+    "SQLiteEngine",
+    "SQLiteLedger",
+    "SecureNoise",
+    "SeededNoise",
+    "Settings",
+    "StatsRunner",
     "TemplateError",
+    "TemplateLintError",
+    "TemplateSecurityError",
+    "TemplateUndefinedError",
+    "TopTopics",
+    "TopicCounts",
+    "UnknownPool",
+    "UnknownTicket",
     "UnsafeIdentifier",
+    "Vault",
+    "Violation",
+    "Vocabulary",
+    "WeeklyJob",
+    "WeeklyReport",
     "__version__",
+    "audit_mechanism",
+    "default_catalogue",
+    "extract_mentions",
+    "generate",
+    "generate_demo",
+    "lint",
+    "make_release",
+    "open_ledger",
+    "permute_and_flip",
+    "rating_shares",
+    "ratio_release",
+    "release_once",
+    "run_weekly",
+    "top_k",
+    "wrap",
+    "write_demo",
 ]

@@ -34,7 +34,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import beta
 
 from dpllm.errors import InvalidPrivacyParameter
 from dpllm.privacy.mechanisms import Mechanism
@@ -77,6 +76,8 @@ class AuditResult:
 
 def clopper_pearson(successes: int, trials: int, *, alpha: float) -> tuple[float, float]:
     """One-sided Clopper–Pearson bounds: (lower at level α, upper at level α)."""
+    from scipy.stats import beta  # scipy.stats costs seconds to import; load on use
+
     if trials <= 0:
         raise InvalidPrivacyParameter("trials must be > 0")
     k, n = int(successes), int(trials)
@@ -104,6 +105,8 @@ def _tail_counts(sorted_x: FloatArray, t: FloatArray) -> tuple[FloatArray, Float
 
 def _select_event(s0: FloatArray, s1: FloatArray, delta: float) -> tuple[str, float, bool]:
     """Pick (direction, threshold, high_is_0) maximising a conservative log-ratio."""
+    from scipy.stats import beta
+
     x0, x1 = np.sort(s0), np.sort(s1)
     n0, n1 = x0.size, x1.size
     ts = _thresholds(x0, x1)
