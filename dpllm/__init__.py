@@ -67,6 +67,7 @@ from dpllm.ledger import (
     release_once,
 )
 from dpllm.ledger.factory import open_ledger
+from dpllm.ledger.postgres import PostgresLedger
 from dpllm.models import Completion, ModelClient, OfflineWriter, OpenAIModelClient
 from dpllm.privacy.audit import AuditResult, audit_mechanism
 from dpllm.privacy.ldp import KRandomizedResponse, LDPEstimate, LDPReport, OptimisedUnaryEncoding
@@ -170,6 +171,7 @@ __all__ = [
     "PendingRequest",
     "PoolSpec",
     "PostgresEngine",
+    "PostgresLedger",
     "PromptEnvironment",
     "RatingHistogram",
     "RawReleaseError",
