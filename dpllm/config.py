@@ -28,6 +28,7 @@ __all__ = [
     "ApiKey",
     "BoundsSettings",
     "DataSettings",
+    "LDPMetric",
     "ModelSettings",
     "PlanQuery",
     "Settings",
@@ -185,6 +186,16 @@ class ModelSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class LDPMetric:
+    """A locally randomised metric clients may report (``[ldp.metrics.NAME]``)."""
+
+    name: str
+    mechanism: str  # krr | oue
+    epsilon: float
+    domain: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ApiKey:
     """A proxy API key: stored hashed, mapped to an analyst and their pools."""
 
@@ -217,6 +228,7 @@ class Settings:
     guard_unsupported: str = "violation"
     output_dir: str = "reports"
     api_keys: tuple[ApiKey, ...] = ()
+    ldp_metrics: tuple[LDPMetric, ...] = ()
     base_dir: str = "."
 
     # -- loading ---------------------------------------------------------
@@ -263,6 +275,7 @@ class Settings:
                 "guard",
                 "output",
                 "server",
+                "ldp",
             }
         )
         d = r.sub("data")
@@ -378,6 +391,7 @@ class Settings:
             guard_unsupported=gd.choice("unsupported", ("violation", "warning"), "violation"),
             output_dir=out.get("dir", str, "reports"),
             api_keys=cls._keys(r.sub("server")),
+            ldp_metrics=cls._ldp(r.sub("ldp")),
             base_dir=base_dir,
         )
 
@@ -472,6 +486,36 @@ class Settings:
                 )
             )
         return tuple(keys)
+
+    @staticmethod
+    def _ldp(r: _Reader) -> tuple[LDPMetric, ...]:
+        r.unknown({"metrics"})
+        m = r.sub("metrics")
+        metrics: list[LDPMetric] = []
+        for name in m.data:
+            if not _NAME.match(name):
+                raise m.error(name, "an LDP metric name must be a plain name")
+            mr = m.sub(name)
+            mr.unknown({"mechanism", "epsilon", "domain"})
+            epsilon = mr.number("epsilon", None, positive=True)
+            if epsilon is None:
+                raise mr.error("epsilon", "is required (the ε each client randomises with)")
+            domain = mr.get("domain", list, [1, 2, 3, 4, 5])
+            if (
+                len(domain) < 2
+                or not all(isinstance(v, int) and not isinstance(v, bool) for v in domain)
+                or len(set(domain)) != len(domain)
+            ):
+                raise mr.error("domain", "must list at least two distinct integers")
+            metrics.append(
+                LDPMetric(
+                    name=name,
+                    mechanism=mr.choice("mechanism", ("krr", "oue"), "krr"),
+                    epsilon=epsilon,
+                    domain=tuple(domain),
+                )
+            )
+        return tuple(metrics)
 
     # -- environment (edges only) ----------------------------------------------
     def from_env(self, environ: Mapping[str, str]) -> Settings:

@@ -116,3 +116,28 @@ def test_environment_selects_a_model_only_at_the_edge() -> None:
 def test_default_pools_exist_when_none_configured() -> None:
     s = Settings.parse("")
     assert [p.name for p in s.default_pools] == ["global", "weekly"]
+
+
+def test_ldp_metrics() -> None:
+    s = Settings.parse(
+        '[ldp.metrics.course_rating]\nmechanism = "krr"\nepsilon = 1.0\n'
+        '[ldp.metrics.minutes]\nmechanism = "oue"\nepsilon = 2\ndomain = [0, 15, 30, 60]\n'
+    )
+    assert [(m.name, m.mechanism, m.epsilon, m.domain) for m in s.ldp_metrics] == [
+        ("course_rating", "krr", 1.0, (1, 2, 3, 4, 5)),
+        ("minutes", "oue", 2.0, (0, 15, 30, 60)),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("[ldp.metrics.r]\nmechanism = 'krr'\n", "ldp.metrics.r.epsilon"),
+        ("[ldp.metrics.r]\nepsilon = 1\ndomain = [1]\n", "ldp.metrics.r.domain"),
+        ("[ldp.metrics.r]\nepsilon = 1\nmechanism = 'rappor'\n", "ldp.metrics.r.mechanism"),
+    ],
+)
+def test_bad_ldp_metrics(text: str, field: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Settings.parse(text)
+    assert info.value.field == field
