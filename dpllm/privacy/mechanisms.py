@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -152,21 +152,11 @@ class Mechanism(Protocol):
 
 
 @dataclass(frozen=True, kw_only=True)
-class DiscreteLaplace:
-    """Discrete Laplace noise with scale ``b = sensitivity/ε`` on integer aggregates.
-
-    Args:
-        epsilon: ε > 0.
-        sensitivity: L1 sensitivity Δ₁ ≥ 0 of the (vector) aggregate.
-
-    Privacy: ε-DP w.r.t. neighbours whose aggregates differ by at most Δ₁ in L1
-    norm. Sensitivity 0 adds no noise and costs nothing.
-    """
+class _EpsilonMechanism:
+    """Shared by the Laplace family: scale b = Δ/ε, cost ε (pure)."""
 
     epsilon: float
     sensitivity: float
-    name: str = field(default="discrete_laplace", init=False)
-    integer: bool = field(default=True, init=False)
 
     def __post_init__(self) -> None:
         _positive("epsilon", self.epsilon)
@@ -181,33 +171,13 @@ class DiscreteLaplace:
     def cost(self) -> Cost:
         return Cost.pure(self.epsilon) if self.sensitivity > 0 else Cost.pure(0)
 
-    def randomise(
-        self, values: Sequence[float] | FloatArray, *, noise: NoiseSource | None = None
-    ) -> FloatArray:
-        arr = _as_array(values, integer=True)
-        source = noise or SecureNoise()
-        return arr + source.discrete_laplace(scale=self.scale, size=arr.size)
-
-    def half_width(self, confidence: float = 0.95) -> float:
-        return discrete_laplace_half_width(self.scale, confidence)
-
 
 @dataclass(frozen=True, kw_only=True)
-class DiscreteGaussian:
-    """Discrete Gaussian noise with ``σ = sensitivity/√(2ρ)`` on integer aggregates.
-
-    Args:
-        rho: ρ > 0.
-        sensitivity: L2 sensitivity Δ₂ ≥ 0.
-
-    Privacy: ρ-zCDP (Canonne, Kamath & Steinke 2020, Thm. 4; vectors by the
-    multivariate form in the same paper, with L2 sensitivity).
-    """
+class _RhoMechanism:
+    """Shared by the Gaussian family: σ = Δ₂/√(2ρ), cost ρ (zCDP)."""
 
     rho: float
     sensitivity: float
-    name: str = field(default="discrete_gaussian", init=False)
-    integer: bool = field(default=True, init=False)
 
     def __post_init__(self) -> None:
         _positive("rho", self.rho)
@@ -222,6 +192,48 @@ class DiscreteGaussian:
     def cost(self) -> Cost:
         return Cost.zcdp(self.rho) if self.sensitivity > 0 else Cost.zcdp(0)
 
+
+@dataclass(frozen=True, kw_only=True)
+class DiscreteLaplace(_EpsilonMechanism):
+    """Discrete Laplace noise with scale ``b = sensitivity/ε`` on integer aggregates.
+
+    Args:
+        epsilon: ε > 0.
+        sensitivity: L1 sensitivity Δ₁ ≥ 0 of the (vector) aggregate.
+
+    Privacy: ε-DP w.r.t. neighbours whose aggregates differ by at most Δ₁ in L1
+    norm. Sensitivity 0 adds no noise and costs nothing.
+    """
+
+    name: ClassVar[str] = "discrete_laplace"
+    integer: ClassVar[bool] = True
+
+    def randomise(
+        self, values: Sequence[float] | FloatArray, *, noise: NoiseSource | None = None
+    ) -> FloatArray:
+        arr = _as_array(values, integer=True)
+        source = noise or SecureNoise()
+        return arr + source.discrete_laplace(scale=self.scale, size=arr.size)
+
+    def half_width(self, confidence: float = 0.95) -> float:
+        return discrete_laplace_half_width(self.scale, confidence)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiscreteGaussian(_RhoMechanism):
+    """Discrete Gaussian noise with ``σ = sensitivity/√(2ρ)`` on integer aggregates.
+
+    Args:
+        rho: ρ > 0.
+        sensitivity: L2 sensitivity Δ₂ ≥ 0.
+
+    Privacy: ρ-zCDP (Canonne, Kamath & Steinke 2020, Thm. 4; vectors by the
+    multivariate form in the same paper, with L2 sensitivity).
+    """
+
+    name: ClassVar[str] = "discrete_gaussian"
+    integer: ClassVar[bool] = True
+
     def randomise(
         self, values: Sequence[float] | FloatArray, *, noise: NoiseSource | None = None
     ) -> FloatArray:
@@ -234,29 +246,14 @@ class DiscreteGaussian:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Laplace:
+class Laplace(_EpsilonMechanism):
     """Continuous Laplace noise with ``b = sensitivity/ε`` on float aggregates.
 
     Privacy: ε-DP w.r.t. neighbours at L1 distance ≤ ``sensitivity``.
     """
 
-    epsilon: float
-    sensitivity: float
-    name: str = field(default="laplace", init=False)
-    integer: bool = field(default=False, init=False)
-
-    def __post_init__(self) -> None:
-        _positive("epsilon", self.epsilon)
-        _sensitivity(self.sensitivity)
-        _scale(self.scale)
-
-    @property
-    def scale(self) -> float:
-        return _laplace_scale(self.sensitivity, self.epsilon)
-
-    @property
-    def cost(self) -> Cost:
-        return Cost.pure(self.epsilon) if self.sensitivity > 0 else Cost.pure(0)
+    name: ClassVar[str] = "laplace"
+    integer: ClassVar[bool] = False
 
     def randomise(
         self, values: Sequence[float] | FloatArray, *, noise: NoiseSource | None = None
@@ -269,7 +266,7 @@ class Laplace:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Gaussian:
+class Gaussian(_RhoMechanism):
     """Continuous Gaussian noise with ``σ = sensitivity/√(2ρ)`` on float aggregates.
 
     Privacy: ρ-zCDP w.r.t. neighbours at L2 distance ≤ ``sensitivity``
@@ -277,15 +274,8 @@ class Gaussian:
     to a target (ε, δ); the cost is still recorded as the ρ that σ implies.
     """
 
-    rho: float
-    sensitivity: float
-    name: str = field(default="gaussian", init=False)
-    integer: bool = field(default=False, init=False)
-
-    def __post_init__(self) -> None:
-        _positive("rho", self.rho)
-        _sensitivity(self.sensitivity)
-        _scale(self.scale)
+    name: ClassVar[str] = "gaussian"
+    integer: ClassVar[bool] = False
 
     @classmethod
     def for_epsilon_delta(
@@ -306,14 +296,6 @@ class Gaussian:
         if s == 0:
             raise InvalidPrivacyParameter("sensitivity 0 needs no Gaussian calibration")
         return cls(rho=s * s / (2.0 * sigma * sigma), sensitivity=s)
-
-    @property
-    def scale(self) -> float:
-        return _gaussian_scale(self.sensitivity, self.rho)
-
-    @property
-    def cost(self) -> Cost:
-        return Cost.zcdp(self.rho) if self.sensitivity > 0 else Cost.zcdp(0)
 
     def randomise(
         self, values: Sequence[float] | FloatArray, *, noise: NoiseSource | None = None
