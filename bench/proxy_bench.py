@@ -1,81 +1,132 @@
-"""Proxy overhead against a direct call to the same loopback upstream.
+"""Proxy overhead and throughput against a direct call, each party in its own process.
 
-Scenarios, each with the same ~1,000-character completion from a zero-latency
-loopback upstream (:class:`dpllm.testing.FakeOpenAIServer`):
+Three processes besides this one (which only starts them and prints the table):
 
-* ``direct``      — client → upstream;
-* ``proxy``       — client → ``dpllm serve`` (redaction off) → upstream;
-* ``proxy+rg``    — client → ``dpllm serve`` (Presidio redaction, releases attached
-  so the precision guard runs) → upstream;
-* ``rps``         — 32 concurrent clients against ``proxy`` (and ``proxy+rg``).
+* the **upstream**: a zero-latency chat-completions endpoint (a tiny ASGI app on
+  uvicorn, answering every request with the same ~1,000-character completion in
+  OpenAI's wire format);
+* the **proxies**: ``dpllm serve`` as the CLI runs it (uvicorn, JSON request logs),
+  once without redaction (``proxy``) and once with Presidio redaction and the
+  precision guard (``proxy+rg``: releases attached to every request);
+* the **load generator**: asyncio keep-alive HTTP/1.1 clients written against the
+  socket (no client library in the measured path), one client for latency, 32
+  concurrent clients for throughput, after a warm-up.
 
-Prints p50/p99 latency, overheads against ``direct`` and their ratios to the goals
-(≤ 2 ms p50 without redaction, ≤ 25 ms with redaction and guard, ≥ 300 req/s),
-and where the time of ``proxy+rg`` goes (redaction vs guard, timed directly).
+Scenarios: ``direct`` (client → upstream), ``proxy`` and ``proxy+rg`` (client →
+proxy → upstream). Overheads are p50/p99 minus the direct call's, measured in
+the same run; ratios are against the goals (≤ 2 ms p50 without redaction,
+≤ 25 ms p50 with redaction and guard, ≥ 300 requests/s with 32 clients) and
+against the direct call. The machine's load average is printed: on a shared
+machine run it a few times and keep the quietest run.
 
-    .venv/bin/python bench/proxy_bench.py [--n 300] [--rps-seconds 5]
+    .venv/bin/python bench/proxy_bench.py [--n 500] [--seconds 5] [--skip-rg]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import os
+import re
 import socket
 import statistics
-import threading
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
-
-import httpx
-
-from dpllm.config import Settings, hash_api_key
-from dpllm.release import Cost, Release
-from dpllm.testing import FakeOpenAIServer
 
 KEY = "bench-key-0123456789"
 SENTENCE = "This week about 160 responses came in and the mean rating was about 4.3 stars. "
 COMPLETION = (SENTENCE * 13)[:1000]
 PROMPT = [{"role": "user", "content": "Hi, I am Emily Clark. Summarise this week's feedback."}]
-RESPONSES = Release(
-    name="responses", values=(160.0,), intervals=((150.0, 170.0),), mechanism="discrete_laplace",
-    noise_scale=4.0, cost=Cost.pure(0.5), fingerprint="fp", kind="count", unit="responses",
-    seeded=True,
-)  # fmt: skip
-RATING = Release(
-    name="mean_rating", values=(4.31,), intervals=((4.11, 4.51),), mechanism="discrete_laplace",
-    noise_scale=0.1, cost=Cost.pure(0.5), fingerprint="fp2", kind="mean", unit="stars",
-    seeded=True,
-)  # fmt: skip
+CLIENTS = 32
 
 
-class Live:
-    def __init__(self, app: Any) -> None:
-        import uvicorn
+def releases() -> list[dict[str, Any]]:
+    from dpllm.release import Cost, Release
 
-        with socket.socket() as probe:  # a free port; uvicorn binds it itself
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        cfg = uvicorn.Config(
-            app, host="127.0.0.1", port=self.port, log_level="error", access_log=False, ws="none"
-        )
-        self.server = uvicorn.Server(cfg)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        while not self.server.started:
-            time.sleep(0.01)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
+    responses = Release(
+        name="responses", values=(160.0,), intervals=((150.0, 170.0),),
+        mechanism="discrete_laplace", noise_scale=4.0, cost=Cost.pure(0.5), fingerprint="fp",
+        kind="count", unit="responses", seeded=True,
+    )  # fmt: skip
+    rating = Release(
+        name="mean_rating", values=(4.31,), intervals=((4.11, 4.51),),
+        mechanism="discrete_laplace", noise_scale=0.1, cost=Cost.pure(0.5), fingerprint="fp2",
+        kind="mean", unit="stars", seeded=True,
+    )  # fmt: skip
+    return [responses.to_dict(), rating.to_dict()]
 
 
-def settings(upstream: str, *, redaction: bool) -> Settings:
-    text = f"""
+# -- the upstream: zero latency, a few microseconds per request --------------------------
+
+
+async def upstream_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """A chat-completions endpoint that answers :data:`COMPLETION` at once."""
+    if scope["type"] != "http":
+        return
+    more = True
+    while more:  # drain the request body
+        message = await receive()
+        more = message.get("more_body", False)
+    path = scope["path"].rstrip("/")
+    if path.endswith("/chat/completions"):
+        payload: dict[str, Any] = {
+            "id": f"chatcmpl-{time.monotonic_ns():x}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": "fake-model",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": COMPLETION},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 180, "total_tokens": 190},
+        }
+        status = 200
+    elif path.endswith("/models"):
+        model = {"id": "fake-model", "object": "model", "created": 0, "owned_by": "bench"}
+        payload, status = {"object": "list", "data": [model]}, 200
+    else:
+        payload, status = {"error": {"message": "not found"}}, 404
+    body = json.dumps(payload).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def serve_upstream(port: int) -> None:
+    import uvicorn
+
+    uvicorn.run(
+        upstream_app, host="127.0.0.1", port=port, log_level="error", access_log=False,
+        ws="none", lifespan="off",
+    )  # fmt: skip
+
+
+# -- the proxy: as `dpllm serve` runs it -----------------------------------------------
+
+
+def serve_proxy(port: int, upstream: str, *, redaction: bool) -> None:
+    import logging
+
+    import uvicorn
+
+    from dpllm.config import Settings, hash_api_key
+    from dpllm.server import create_app
+    from dpllm.server.logging import configure_json_logging
+
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "dpllm.toml"
+        config.write_text(
+            f"""
+ledger = {{ url = "ledger.db" }}
 [model]
 provider = "openai"
 base_url = "{upstream}"
@@ -88,123 +139,282 @@ hash = "{hash_api_key(KEY)}"
 analyst = "bench"
 pools = ["weekly"]
 """
-    return Settings.parse(text)
+        )
+        settings = Settings.load(config)
+        configure_json_logging(logging.INFO)  # as `dpllm serve` (stderr → /dev/null here)
+        app = create_app(settings)
+        uvicorn.run(
+            app, host="127.0.0.1", port=port, log_level="error", access_log=False, ws="none"
+        )
 
 
-def timed(fn: Callable[[], None], n: int) -> list[float]:
-    for _ in range(min(20, n)):
-        fn()  # warm up
-    out = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - t) * 1000)
-    return out
+# -- the load generator: raw keep-alive HTTP/1.1 over asyncio ---------------------------
+
+_LENGTH = re.compile(rb"\r\ncontent-length:\s*(\d+)", re.IGNORECASE)
 
 
-def p(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+class Connection:
+    """One keep-alive connection sending the same request again and again."""
+
+    def __init__(self, url: str, body: bytes) -> None:
+        m = re.fullmatch(r"http://([^:/]+):(\d+)(/.*)", url)
+        assert m, url
+        self.host, self.port, path = m.group(1), int(m.group(2)), m.group(3)
+        self.request = (
+            f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+            f"Authorization: Bearer {KEY}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def call(self) -> bytes:
+        try:
+            return await self._call()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            if self.writer is None:
+                raise
+            self.writer.close()  # the server closed an idle keep-alive connection
+            self.reader = self.writer = None
+            return await self._call()
+
+    async def _call(self) -> bytes:
+        if self.writer is None or self.reader is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+            self.writer.get_extra_info("socket").setsockopt(
+                socket.IPPROTO_TCP, socket.TCP_NODELAY, 1
+            )
+        self.writer.write(self.request)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        m = _LENGTH.search(head)
+        if not head.startswith(b"HTTP/1.1 200") or m is None:
+            raise RuntimeError(f"unexpected response: {head[:200]!r}")
+        body = await self.reader.readexactly(int(m.group(1)))
+        if b"\r\nconnection: close" in head.lower():
+            self.writer.close()
+            self.reader = self.writer = None
+        return body
 
 
-def rps(url: str, body: dict[str, Any], seconds: float, workers: int = 32) -> float:
-    stop = time.perf_counter() + seconds
-    counts = [0] * workers
+async def _load(url: str, body: bytes, *, clients: int, n: int, seconds: float) -> dict[str, Any]:
+    conns = [Connection(url, body) for _ in range(clients)]
+    first = await conns[0].call()
 
-    def worker(i: int) -> None:
-        with httpx.Client(headers={"Authorization": f"Bearer {KEY}"}, timeout=30) as c:
-            while time.perf_counter() < stop:
-                r = c.post(url + "/chat/completions", json=body)
-                r.raise_for_status()
-                counts[i] += 1
+    async def warm(c: Connection) -> None:  # every connection open, every code path hot
+        for _ in range(max(3, 60 // clients)):
+            await c.call()
 
+    await asyncio.gather(*(warm(c) for c in conns))
+    latencies: list[float] = []
+    deadline = time.perf_counter() + seconds if seconds else float("inf")
+
+    async def worker(c: Connection, quota: int) -> None:
+        while quota and time.perf_counter() < deadline:
+            t = time.perf_counter()
+            await c.call()
+            latencies.append((time.perf_counter() - t) * 1000)
+            quota -= 1
+
+    quota = n if n else -1
     started = time.perf_counter()
-    with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(worker, range(workers)))
-    return sum(counts) / (time.perf_counter() - started)
+    await asyncio.gather(*(worker(c, quota) for c in conns))
+    elapsed = time.perf_counter() - started
+    return {"latencies": latencies, "elapsed": elapsed, "first": first.decode()}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=300)
-    ap.add_argument("--rps-seconds", type=float, default=5.0)
-    args = ap.parse_args()
+def run_load(args: argparse.Namespace) -> None:
+    body = Path(args.body).read_bytes()
+    out = asyncio.run(
+        _load(args.url, body, clients=args.clients, n=args.requests, seconds=args.seconds)
+    )
+    json.dump(out, sys.stdout)
 
-    from dpllm.redact import Redactor
-    from dpllm.server import create_app
-    from dpllm.wrap import NoRedaction
+
+# -- orchestration ------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def spawn(*role: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, __file__, *role], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+
+
+def wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"a bench server exited early (status {proc.returncode})")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                if s.recv(64):
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"port {port} did not answer in {timeout:.0f} s")
+
+
+def load(url: str, body: Path, *, clients: int, n: int = 0, seconds: float = 0) -> dict[str, Any]:
+    """One load-generator process; its latencies (ms) and elapsed time."""
+    cmd = [sys.executable, __file__, "load", "--url", url, "--body", str(body)]
+    cmd += ["--clients", str(clients), "--requests", str(n), "--seconds", str(seconds)]
+    done = subprocess.run(cmd, capture_output=True)
+    if done.returncode:
+        raise SystemExit(f"the load generator failed:\n{done.stderr.decode()[-2000:]}")
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def q(values: list[float], pct: int) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[pct - 1]
+
+
+def profile_rg(n: int = 30) -> str:
+    """Where proxy+rg's time goes: the protection steps timed directly, in-process."""
+    from dpllm.guard import Guard
+    from dpllm.redact import Redactor, Vault
+    from dpllm.release import Release
 
     redactor = Redactor()
+    guard = Guard([Release.from_dict(r) for r in releases()])
+
+    def med(fn: Callable[[], object]) -> float:
+        fn()
+        out = []
+        for _ in range(n):
+            t = time.perf_counter()
+            fn()
+            out.append((time.perf_counter() - t) * 1000)
+        return statistics.median(out)
+
+    red = med(lambda: redactor.redact(COMPLETION))
+    pseudo = med(lambda: redactor.pseudonymise(PROMPT[0]["content"], vault=Vault()))
+    grd = med(lambda: guard.check(COMPLETION))
+    return (
+        f"in-process p50 ms: redact the 1,000-char answer {red:.1f}; "
+        f"pseudonymise the prompt {pseudo:.1f}; guard {grd:.1f}"
+    )
+
+
+def main(args: argparse.Namespace) -> None:
     plain = {"model": "fake-model", "messages": PROMPT}
-    guarded = {**plain, "dpllm": {"releases": [RESPONSES.to_dict(), RATING.to_dict()]}}
-    with FakeOpenAIServer() as upstream:
-        upstream.enqueue(COMPLETION, times=10_000_000)
-        fast = Live(
-            create_app(settings(upstream.base_url, redaction=False), redactor=NoRedaction())
-        )
-        full = Live(create_app(settings(upstream.base_url, redaction=True), redactor=redactor))
-        auth = {"Authorization": f"Bearer {KEY}"}
-        with httpx.Client(timeout=30) as c:
-            direct = timed(
-                lambda: (
-                    c.post(upstream.base_url + "/chat/completions", json=plain).raise_for_status()
-                    and None
-                ),
-                args.n,
-            )  # noqa: E501
-            proxy = timed(
-                lambda: (
-                    c.post(
-                        fast.url + "/chat/completions", json=plain, headers=auth
-                    ).raise_for_status()
-                    and None
-                ),
-                args.n,
-            )  # noqa: E501
-            rg = timed(
-                lambda: (
-                    c.post(
-                        full.url + "/chat/completions", json=guarded, headers=auth
-                    ).raise_for_status()
-                    and None
-                ),
-                max(50, args.n // 3),
-            )  # noqa: E501
-            check = c.post(full.url + "/chat/completions", json=guarded, headers=auth).json()
-        assert check["choices"][0]["message"]["content"].startswith("This week about 160")
-        rate_direct = rps(upstream.base_url, plain, args.rps_seconds)
-        rate_fast = rps(fast.url, plain, args.rps_seconds)
-        rate_full = rps(full.url, guarded, args.rps_seconds)
-        fast.stop()
-        full.stop()
+    guarded = {**plain, "dpllm": {"releases": releases()}}
+    procs: list[subprocess.Popen[bytes]] = []
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory() as tmp:
+        plain_body, guarded_body = Path(tmp) / "plain.json", Path(tmp) / "guarded.json"
+        plain_body.write_text(json.dumps(plain))
+        guarded_body.write_text(json.dumps(guarded))
+        try:
+            up = free_port()
+            procs.append(spawn("upstream", "--port", str(up)))
+            wait_ready(up, procs[-1])
+            upstream = f"http://127.0.0.1:{up}/v1"
+            targets: list[tuple[str, str, Path, float | None, int]] = [
+                ("direct", upstream, plain_body, None, procs[0].pid)
+            ]
+            variants = [("proxy", False, 2.0)] + (
+                [] if args.skip_rg else [("proxy+rg", True, 25.0)]
+            )
+            for name, redaction, goal in variants:
+                port = free_port()
+                flag = ["--redaction"] if redaction else []
+                procs.append(spawn("proxy", "--port", str(port), "--upstream", upstream, *flag))
+                wait_ready(port, procs[-1])
+                body = guarded_body if redaction else plain_body
+                targets.append((name, f"http://127.0.0.1:{port}/v1", body, goal, procs[-1].pid))
+            rows = []
+            for name, base, body, goal, pid in targets:
+                n = args.n if goal != 25.0 else max(60, args.n // 5)
+                cpu = cpu_seconds(pid)
+                one = load(base + "/chat/completions", body, clients=1, n=n)
+                one["cpu_ms"] = (cpu_seconds(pid) - cpu) * 1000 / (n + 60)  # with the warm-up
+                cpu = cpu_seconds(pid)
+                many = load(base + "/chat/completions", body, clients=CLIENTS, seconds=args.seconds)
+                # the server's CPU per request under load (robust to a busy machine)
+                many["cpu_ms"] = (cpu_seconds(pid) - cpu) * 1000 / max(1, len(many["latencies"]))
+                content = json.loads(one["first"])["choices"][0]["message"]["content"]
+                assert content == COMPLETION, f"{name}: the answer changed: {content[:80]!r}"
+                rows.append((name, goal, one, many))
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(10)
+    load_after = os.getloadavg()
 
-    # Where proxy+rg's time goes, timed in-process on the same texts.
-    from dpllm.guard import Guard
-    from dpllm.redact import Vault
-
-    red = timed(lambda: redactor.redact(COMPLETION) and None, 50)
-    pseudo = timed(lambda: redactor.pseudonymise(PROMPT[0]["content"], vault=Vault()) and None, 50)
-    guard = Guard([RESPONSES, RATING])
-    grd = timed(lambda: guard.check(COMPLETION) and None, 50)
-
-    d50, d99 = p(direct, 50), p(direct, 99)
-    print(f"completion: {len(COMPLETION)} chars; n={args.n}")
+    d = rows[0][2]["latencies"]
+    d50, d99 = q(d, 50), q(d, 99)
+    d_rps = len(rows[0][3]["latencies"]) / rows[0][3]["elapsed"]
+    print(f"completion {len(COMPLETION)} chars; n={args.n} (1 client), {args.seconds:g} s "
+          f"({CLIENTS} clients); load average {load_before[0]:.2f} → {load_after[0]:.2f} "
+          f"on {os.cpu_count()} CPUs")  # fmt: skip
+    print(f"{'':<10}{'—— 1 client ——':^32}{'—— ' + str(CLIENTS) + ' clients ——':^34}")
+    print(f"{'scenario':<10}{'p50':>7}{'p99':>7}{'+p50':>7}{'+p99':>7}{'goal':>6}{'cpu':>6}"
+          f"{'req/s':>8}{'p50':>8}{'p99':>8}{'×direct':>9}{'goal':>6}{'cpu':>6}")  # fmt: skip
+    for name, goal, one, many in rows:
+        lat, lat32 = one["latencies"], many["latencies"]
+        rate = len(lat32) / many["elapsed"]
+        over50, over99 = q(lat, 50) - d50, q(lat, 99) - d99
+        g = f"{over50 / goal:.2f}" if goal else ""
+        print(f"{name:<10}{q(lat, 50):>7.2f}{q(lat, 99):>7.2f}"
+              f"{over50 if goal else 0:>7.2f}{over99 if goal else 0:>7.2f}{g:>6}{one['cpu_ms']:>6.2f}"
+              f"{rate:>8.0f}{q(lat32, 50):>8.1f}{q(lat32, 99):>8.1f}"
+              f"{rate / d_rps:>9.2f}{rate / 300:>6.2f}{many['cpu_ms']:>6.2f}")  # fmt: skip
     print(
-        f"{'scenario':<12}{'p50 ms':>10}{'p99 ms':>10}{'overhead p50':>15}{'goal':>10}{'ratio':>8}"
+        "ms; +p50/+p99: overhead over direct; goal: overhead/goal (≤ 1 meets it) and "
+        "req/s ÷ 300 (≥ 1 meets it); ×direct: req/s ÷ direct req/s;\n"
+        "cpu: CPU ms per request spent by the server process (the upstream for direct)"
     )
-    print(f"{'direct':<12}{d50:>10.2f}{d99:>10.2f}")
-    for name, values, goal in (("proxy", proxy, 2.0), ("proxy+rg", rg, 25.0)):
-        over = p(values, 50) - d50
-        print(
-            f"{name:<12}{p(values, 50):>10.2f}{p(values, 99):>10.2f}{over:>15.2f}"
-            f"{goal:>10.1f}{over / goal:>8.2f}"
-        )
-    print(f"requests/s, 32 clients: direct {rate_direct:.0f}; proxy {rate_fast:.0f} "
-          f"(goal 300, ratio {rate_fast / 300:.2f}); proxy+rg {rate_full:.0f}")  # fmt: skip
-    print(
-        f"profile (p50 ms, in-process): redact 1,000-char answer {p(red, 50):.2f}; "
-        f"pseudonymise prompt {p(pseudo, 50):.2f}; guard {p(grd, 50):.2f}"
-    )
+    if not args.skip_rg and not args.skip_profile:
+        print(profile_rg())
+
+
+def cli() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="role")
+    u = sub.add_parser("upstream", help="(internal) serve the zero-latency upstream")
+    u.add_argument("--port", type=int, required=True)
+    p = sub.add_parser("proxy", help="(internal) serve the proxy")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--upstream", required=True)
+    p.add_argument("--redaction", action="store_true")
+    g = sub.add_parser("load", help="(internal) generate load, print latencies as JSON")
+    g.add_argument("--url", required=True)
+    g.add_argument("--body", required=True)
+    g.add_argument("--clients", type=int, default=1)
+    g.add_argument("--requests", type=int, default=0)
+    g.add_argument("--seconds", type=float, default=0.0)
+    ap.add_argument("--n", type=int, default=500, help="requests timed with one client")
+    ap.add_argument("--seconds", type=float, default=5.0, help="seconds of 32-client load")
+    ap.add_argument("--skip-rg", action="store_true", help="no redaction+guard scenario")
+    ap.add_argument("--skip-profile", action="store_true", help="no in-process breakdown")
+    args = ap.parse_args()
+    if args.role == "upstream":
+        serve_upstream(args.port)
+    elif args.role == "proxy":
+        serve_proxy(args.port, args.upstream, redaction=args.redaction)
+    elif args.role == "load":
+        run_load(args)
+    else:
+        main(args)
 
 
 if __name__ == "__main__":
-    main()
+    cli()
