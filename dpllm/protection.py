@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from dpllm.errors import ConfigError, InvalidPrivacyParameter
+from dpllm.errors import ConfigError, InvalidPrivacyParameter, ModelBadResponse
 from dpllm.generate import GenerationResult, RedactionLike, generation_flow
 from dpllm.guard import Guard, GuardReport, text_language
 from dpllm.models import Completion, Usage
@@ -274,9 +274,25 @@ class CallState:
     # -- the exchange (pure: the driver does the I/O) ---------------------------
     def exchange(self) -> Generator[list[dict[str, Any]], ChatCompletion, ChatCompletion]:
         """Yields the messages to send; receives each response; returns the safe one."""
+        return self._exchange(_SDK)
+
+    def exchange_wire(
+        self,
+    ) -> Generator[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+        """:meth:`exchange` over OpenAI's wire format: responses are decoded JSON objects.
+
+        For the proxy, which forwards JSON: no SDK model is built or dumped per call.
+
+        Raises:
+            ModelBadResponse: a response that is not a chat completion object.
+        """
+        return self._exchange(_WIRE)
+
+    def _exchange(self, shape: _Shape[R]) -> Generator[list[dict[str, Any]], R, R]:
         if self.guard is None:
             response = yield self.outgoing
-            return self._finish_completion(response, [response], None)
+            shape.content(response)  # validates the shape
+            return shape.finish(self, response, [response], None)
         flow = generation_flow(
             self.outgoing,
             fallback_text="",
@@ -287,21 +303,52 @@ class CallState:
             language=self.p.language,
         )
         request = next(flow)
-        responses: list[ChatCompletion] = []
+        responses: list[R] = []
         while True:
             response = yield [dict(m) for m in request]
             responses.append(response)
-            text = _first_content(response)
+            text = shape.content(response)
             if text is None:  # a tool call, no text: nothing to guard
                 flow.close()
-                return self._finish_completion(response, responses, None)
+                return shape.finish(self, response, responses, None)
             try:
-                request = flow.send(Completion(text, str(response.model), Usage(), 0.0))
+                request = flow.send(Completion(text, shape.model(response), Usage(), 0.0))
             except StopIteration as stop:
-                return self._finish_completion(response, responses, self.from_result(stop.value))
+                return shape.finish(self, response, responses, self.from_result(stop.value))
 
-    def _finish_completion(
-        self, response: ChatCompletion, responses: list[ChatCompletion], first: str | None
+
+R = TypeVar("R")
+
+
+class _Shape(Protocol[R]):
+    """How the exchange reads and rewrites one representation of a response."""
+
+    def content(self, response: R) -> str | None: ...
+
+    def model(self, response: R) -> str: ...
+
+    def finish(self, state: CallState, response: R, responses: list[R], first: str | None) -> R:
+        """``response`` with every choice's text made safe (choice 0's is ``first`` if given)."""
+        ...
+
+
+class _SdkShape:
+    """``openai`` ``ChatCompletion`` objects (the wrapper)."""
+
+    def content(self, response: ChatCompletion) -> str | None:
+        if not response.choices:
+            return None
+        return response.choices[0].message.content
+
+    def model(self, response: ChatCompletion) -> str:
+        return str(response.model)
+
+    def finish(
+        self,
+        state: CallState,
+        response: ChatCompletion,
+        responses: list[ChatCompletion],
+        first: str | None,
     ) -> ChatCompletion:
         choices = []
         for i, choice in enumerate(response.choices):
@@ -309,7 +356,7 @@ class CallState:
             if i == 0 and first is not None:
                 content = first
             elif content is not None:
-                content = self.finish(content)
+                content = state.finish(content)
             message = choice.message.model_copy(update={"content": content})
             choices.append(choice.model_copy(update={"message": message}))
         update: dict[str, Any] = {"choices": choices}
@@ -328,6 +375,69 @@ class CallState:
         return response.model_copy(update=update)
 
 
+_USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+class _WireShape:
+    """Decoded chat-completion JSON (the proxy). Fails closed on an unexpected shape."""
+
+    def _choices(self, response: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        choices = response.get("choices") if isinstance(response, Mapping) else None
+        if not isinstance(choices, list) or not all(
+            isinstance(c, Mapping) and isinstance(c.get("message"), Mapping) for c in choices
+        ):
+            raise ModelBadResponse(
+                "the upstream answered something that is not a chat completion "
+                "(no list of choices with a message); nothing was passed on"
+            )
+        for c in choices:
+            if not isinstance(c["message"].get("content"), str | None):
+                raise ModelBadResponse(
+                    "the upstream's message content is not text; nothing was passed on"
+                )
+        return choices
+
+    def content(self, response: dict[str, Any]) -> str | None:
+        choices = self._choices(response)
+        if not choices:
+            return None
+        content: str | None = choices[0]["message"].get("content")
+        return content
+
+    def model(self, response: dict[str, Any]) -> str:
+        return str(response.get("model", ""))
+
+    def finish(
+        self,
+        state: CallState,
+        response: dict[str, Any],
+        responses: list[dict[str, Any]],
+        first: str | None,
+    ) -> dict[str, Any]:
+        choices = []
+        for i, choice in enumerate(self._choices(response)):
+            message = choice["message"]
+            content = message.get("content")
+            if i == 0 and first is not None:
+                content = first
+            elif content is not None:
+                content = state.finish(content)
+            choices.append({**choice, "message": {**message, "content": content}})
+        out = {**response, "choices": choices}
+        usages = [r.get("usage") for r in responses]
+        if len(responses) > 1 and all(
+            isinstance(u, Mapping) and all(isinstance(u.get(f), int) for f in _USAGE_FIELDS)
+            for u in usages
+        ):
+            summed = {f: sum(u[f] for u in usages if isinstance(u, Mapping)) for f in _USAGE_FIELDS}
+            out["usage"] = {**response["usage"], **summed}
+        return out
+
+
+_SDK: _Shape[Any] = _SdkShape()
+_WIRE: _Shape[Any] = _WireShape()
+
+
 @dataclass(frozen=True, slots=True)
 class _FlowRedactor:
     """The generation flow's redactor protocol over a :class:`TextRedactor`."""
@@ -338,9 +448,3 @@ class _FlowRedactor:
         self, text: str, *, language: str = "auto", allow: Collection[str] = ()
     ) -> RedactionLike:
         return self.inner.redact(text, language=language, allow=allow)
-
-
-def _first_content(response: ChatCompletion) -> str | None:
-    if not response.choices:
-        return None
-    return response.choices[0].message.content

@@ -52,8 +52,8 @@ Privacy: post-processing only; no privacy budget is spent.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from collections.abc import Awaitable, Callable, Collection, Generator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from dpllm.protection import (
     POLICIES,
@@ -79,6 +79,8 @@ __all__ = [
     "TextRedactor",
     "WrappedAsyncOpenAI",
     "WrappedOpenAI",
+    "drive_async",
+    "off_loop",
     "wrap",
 ]
 
@@ -86,6 +88,7 @@ _REFUSED = frozenset({"with_raw_response", "with_streaming_response", "parse", "
 _REFUSED_CLIENT = frozenset({"completions", "responses"})
 
 ReleasesArg = Mapping[str, Release] | Sequence[Release]
+R = TypeVar("R")
 
 # -- the wrapped clients -----------------------------------------------------------------
 
@@ -136,39 +139,63 @@ class _SyncCompletions(_Completions):
 
 
 class _AsyncCompletions(_Completions):
-    async def _run(self, fn: Any, *args: Any) -> Any:
-        if self._protection.offload:
-            return await asyncio.to_thread(fn, *args)
-        return fn(*args)
-
     async def create(self, **kwargs: Any) -> ChatCompletion | AsyncGuardedStream:
         """``chat.completions.create`` with dpllm's protections (see :mod:`dpllm.wrap`)."""
         kwargs, releases = take_dpllm_options(kwargs)
-        state: CallState = await self._run(self._protection.begin, kwargs.pop("messages"), releases)
+        offload = self._protection.offload
+        state: CallState = await off_loop(
+            offload, self._protection.begin, kwargs.pop("messages"), releases
+        )
         if kwargs.get("stream"):
             from dpllm._wrap_stream import AsyncGuardedStream
 
             upstream = await self._target.create(messages=state.outgoing, **kwargs)
             return AsyncGuardedStream(upstream, state)
-        exchange = state.exchange()
-        try:
-            request = next(exchange)
-            while True:
-                response = await self._target.create(messages=request, **kwargs)
-                # StopIteration cannot cross a thread's future: step() returns it as a value.
-                done, value = await self._run(_step, exchange, response)
-                if done:
-                    result: ChatCompletion = value
-                    return result
-                request = value
-        finally:
-            exchange.close()
+
+        async def call(messages: list[dict[str, Any]]) -> ChatCompletion:
+            response: ChatCompletion = await self._target.create(messages=messages, **kwargs)
+            return response
+
+        return await drive_async(state.exchange(), call, offload=offload)
 
 
-def _step(
-    exchange: Generator[list[dict[str, Any]], ChatCompletion, ChatCompletion],
-    response: ChatCompletion,
-) -> tuple[bool, Any]:
+T = TypeVar("T")
+
+
+async def off_loop(offload: bool, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, in a worker thread when ``offload`` (CPU-heavy redaction)."""
+    if offload:
+        return await asyncio.to_thread(fn, *args)
+    return fn(*args)
+
+
+async def drive_async(
+    exchange: Generator[list[dict[str, Any]], R, R],
+    call: Callable[[list[dict[str, Any]]], Awaitable[R]],
+    *,
+    offload: bool,
+) -> R:
+    """Run a :meth:`~dpllm.protection.CallState.exchange` against an async model call.
+
+    Each protection step (redaction, the guard) runs in a worker thread when
+    ``offload`` is true, so a heavy redactor does not stall other requests on the
+    event loop. Shared by the async wrapper and the proxy.
+    """
+    try:
+        request = next(exchange)
+        while True:
+            response = await call(request)
+            # StopIteration cannot cross a thread's future: _step returns it as a value.
+            done, value = await off_loop(offload, _step, exchange, response)
+            if done:
+                result: R = value
+                return result
+            request = value
+    finally:
+        exchange.close()
+
+
+def _step(exchange: Generator[list[dict[str, Any]], R, R], response: R) -> tuple[bool, Any]:
     try:
         return False, exchange.send(response)
     except StopIteration as stop:

@@ -4,7 +4,10 @@ One line per request on the ``dpllm.server`` logger::
 
     {"event": "request", "request_id": "…", "method": "POST",
      "path": "/v1/chat/completions", "status": 200, "ms": 3.1,
-     "analyst": "alice", "key": "sha256:3f2a9c1b"}
+     "analyst": "alice", "key": "sha256:3f2a9c1b",
+     "model": "gpt-4o-mini", "stream": false, "messages": 2, "releases": true}
+
+(the last fields are the route's own, from ``scope["state"]["log"]``).
 
 No prompt or model text, no query strings, and never a key (only its hash
 prefix). The request id is taken from a sane ``X-Request-ID`` header or made up,
@@ -80,20 +83,13 @@ class RequestLogMiddleware:
         state["request_id"] = request_id
         started = time.perf_counter()
         status = 500
+        logged = False
 
-        async def send_with_id(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-                headers = list(message.get("headers", ()))
-                headers.append((b"x-request-id", request_id.encode()))
-                message = {**message, "headers": headers}
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_with_id)
-        finally:
+        def log_request() -> None:
+            nonlocal logged
+            logged = True
             key = state.get("api_key")
+            route_fields = state.get("log")  # what the route adds (no prompt text)
             log_event(
                 "request",
                 request_id=request_id,
@@ -103,7 +99,25 @@ class RequestLogMiddleware:
                 ms=round((time.perf_counter() - started) * 1000, 2),
                 analyst=key.analyst if isinstance(key, ApiKey) else None,
                 key=fingerprint(key.key_hash) if isinstance(key, ApiKey) else None,
+                **(route_fields if isinstance(route_fields, dict) else {}),
             )
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                headers = list(message.get("headers", ()))
+                headers.append((b"x-request-id", request_id.encode()))
+                message = {**message, "headers": headers}
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                log_request()  # before the client can see the end of the response
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            if not logged:  # failed or disconnected before the last body message
+                log_request()
 
 
 def _incoming_id(scope: Scope) -> str | None:

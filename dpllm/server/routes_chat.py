@@ -16,14 +16,17 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from dpllm.config import ApiKey
+from dpllm.errors import ModelBadResponse
+from dpllm.protection import UNSET, take_dpllm_options
 from dpllm.server.errors import status_and_body
 from dpllm.server.logging import log_event
 from dpllm.server.state import ServerState, caller, server_state
+from dpllm.wrap import drive_async, off_loop
 
 __all__ = ["ChatCompletionRequest", "router"]
 
@@ -67,9 +70,7 @@ def forward_arguments(body: ChatCompletionRequest, default_model: str) -> dict[s
     global _KNOWN
     if _KNOWN is None:
         _KNOWN = _create_parameters()
-    raw = body.model_dump(exclude_unset=True)
-    raw["messages"] = [m.model_dump(exclude_unset=True) for m in body.messages]
-    raw["model"] = body.model or default_model
+    raw = wire_body(body, default_model)
     extra: dict[str, Any] = {}
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():
@@ -82,8 +83,16 @@ def forward_arguments(body: ChatCompletionRequest, default_model: str) -> dict[s
     return kwargs
 
 
+def wire_body(body: ChatCompletionRequest, default_model: str) -> dict[str, Any]:
+    """The request as JSON again (only the fields the caller sent), with the model set."""
+    raw = body.model_dump(exclude_unset=True)  # nested: the messages are dicts too
+    raw["model"] = body.model or default_model
+    return raw
+
+
 @router.post("/v1/chat/completions", summary="Chat completion, protected (JSON or SSE)")
 async def chat_completions(
+    request: Request,
     body: ChatCompletionRequest,
     key: ApiKey = Depends(caller),
     state: ServerState = Depends(server_state),
@@ -91,23 +100,58 @@ async def chat_completions(
     """Forward a chat completion to the upstream with redaction and the precision guard."""
     if state.upstream is None:
         raise HTTPException(503, "no upstream model is configured ([model] provider = 'openai')")
-    kwargs = forward_arguments(body, state.settings.model.model)
-    log_event(
-        "chat",
-        analyst=key.analyst,
-        model=kwargs["model"],
-        stream=body.stream,
-        messages=len(body.messages),
-        releases=bool(body.dpllm and body.dpllm.get("releases")),
-    )
-    result = await state.upstream.chat.completions.create(**kwargs)
+    wire = wire_body(body, state.settings.model.model)
+    # On the request's own log line (RequestLogMiddleware): one line per request.
+    request.state.log = {
+        "model": wire["model"],
+        "stream": body.stream,
+        "messages": len(body.messages),
+        "releases": bool(body.dpllm and body.dpllm.get("releases")),
+    }
     if not body.stream:
-        return JSONResponse(result.model_dump(mode="json", exclude_unset=True))
+        return JSONResponse(await _complete(state, wire))
+    kwargs = forward_arguments(body, state.settings.model.model)
+    result = await state.upstream.chat.completions.create(**kwargs)
     return StreamingResponse(
         _sse(result, key.analyst),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+async def _complete(state: ServerState, wire: dict[str, Any]) -> dict[str, Any]:
+    """A non-streaming completion, protected, in the wire format end to end.
+
+    The same protection as the wrapper (:meth:`CallState.exchange_wire`, driven
+    by :func:`dpllm.wrap.drive_async`), but the upstream's JSON is neither
+    validated into SDK models nor dumped back: the SDK client is used for its
+    transport, retries and error mapping only (``post(..., cast_to=bytes)``).
+    """
+    assert state.upstream is not None
+    releases = UNSET
+    if "dpllm" in wire:
+        _, releases = take_dpllm_options({"extra_body": {"dpllm": wire.pop("dpllm")}})
+    protection = state.upstream.protection
+    call_state = await off_loop(
+        protection.offload, protection.begin, wire.pop("messages"), releases
+    )
+    client = state.raw_upstream
+
+    async def call(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        raw: bytes = await client.post(
+            "/chat/completions", body={**wire, "messages": messages}, cast_to=bytes
+        )
+        try:
+            decoded = json.loads(raw)
+        except ValueError as exc:
+            raise ModelBadResponse(
+                "the upstream's answer is not JSON; nothing was passed on"
+            ) from exc
+        if not isinstance(decoded, dict):
+            raise ModelBadResponse("the upstream's answer is not a JSON object")
+        return decoded
+
+    return await drive_async(call_state.exchange_wire(), call, offload=protection.offload)
 
 
 async def _sse(stream: Any, analyst: str) -> AsyncIterator[str]:

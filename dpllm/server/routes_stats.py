@@ -175,7 +175,7 @@ def budget(
     }
 
 
-def _admin(key: ApiKey = Depends(caller)) -> ApiKey:
+async def _admin(key: ApiKey = Depends(caller)) -> ApiKey:
     if not key.admin:
         raise HTTPException(403, "this endpoint needs an admin key")
     return key

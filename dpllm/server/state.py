@@ -108,8 +108,12 @@ def default_engine(settings: Settings) -> Engine:
     return SQLiteEngine(path)
 
 
-def server_state(request: Request) -> ServerState:
-    """The app's :class:`ServerState` (a FastAPI dependency)."""
+async def server_state(request: Request) -> ServerState:
+    """The app's :class:`ServerState` (a FastAPI dependency).
+
+    ``async`` because it does no I/O: FastAPI runs a plain ``def`` dependency in
+    its thread pool, a thread hop per request for nothing.
+    """
     state: ServerState = request.app.state.dpllm
     return state
 
@@ -117,11 +121,11 @@ def server_state(request: Request) -> ServerState:
 _bearer = HTTPBearer(auto_error=False, description="A dpllm API key (see `dpllm serve hash-key`).")
 
 
-def caller(
+async def caller(
     request: Request,
     _credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),
 ) -> ApiKey:
-    """The authenticated caller's key (the ASGI middleware did the check)."""
+    """The authenticated caller's key (the ASGI middleware did the check; no I/O here)."""
     key = request.scope.get("state", {}).get("api_key")
     if not isinstance(key, ApiKey):
         raise HTTPException(401, "missing API key: send 'Authorization: Bearer <key>'")

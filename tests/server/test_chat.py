@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 
 import openai
@@ -116,6 +117,41 @@ def test_releases_attached_regenerate(proxy: Proxy) -> None:
     first, second = proxy.upstream.completion_requests[-2:]
     assert "dpllm" not in first.body
     assert "157" in str(second.messages[-2]) and "160" in str(second.messages[-1])
+    assert reply.usage is not None and reply.usage.completion_tokens == 6 + 7  # both attempts
+    assert reply.usage.prompt_tokens == 10 + 10
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"not json",
+        b"[1, 2]",
+        b'{"object": "chat.completion"}',
+        b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": ["Emily"]}}]}',
+    ],
+    ids=["not-json", "not-object", "no-choices", "content-not-text"],
+)
+def test_malformed_upstream_answer_fails_closed(proxy: Proxy, raw: bytes) -> None:
+    proxy.upstream.enqueue(raw_body=raw)
+    with _client(proxy) as client, pytest.raises(openai.APIStatusError) as info:
+        client.chat.completions.create(model="fake-model", messages=PROMPT)
+    assert info.value.status_code == 502
+    assert "Emily" not in str(info.value.body)
+
+
+def test_unknown_upstream_fields_pass_through(proxy: Proxy) -> None:
+    body = {
+        "id": "x", "object": "chat.completion", "created": 0, "model": "fake-model",
+        "system_fingerprint": "fp_1", "provider_extra": {"k": 1},
+        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                     "message": {"role": "assistant", "content": "Call 13812345678."}}],
+    }  # fmt: skip
+    proxy.upstream.enqueue(raw_body=json.dumps(body).encode())
+    with _client(proxy) as client:
+        reply = client.chat.completions.create(model="fake-model", messages=PROMPT)
+    assert reply.choices[0].message.content == "Call <PHONE_NUMBER>."
+    assert reply.system_fingerprint == "fp_1" and reply.usage is None
+    assert (reply.model_extra or {}).get("provider_extra") == {"k": 1}
 
 
 def test_upstream_error_is_502(proxy: Proxy) -> None:
@@ -145,7 +181,11 @@ def test_logs_hold_no_prompt_text_or_key(proxy: Proxy, caplog: pytest.LogCapture
     with caplog.at_level(logging.INFO, logger="dpllm"), _client(proxy) as client:
         client.chat.completions.create(model="fake-model", messages=PROMPT)
     records = [r for r in caplog.records if r.name.startswith("dpllm.server")]
-    assert any(getattr(r, "dpllm", {}).get("event") == "request" for r in records)
+    lines = [getattr(r, "dpllm", {}) for r in records]
+    line = next(
+        f for f in lines if f.get("event") == "request" and f.get("path") == "/v1/chat/completions"
+    )
+    assert line["status"] == 200 and line["messages"] == 1 and line["releases"] is False
     dump = " ".join(str(getattr(r, "dpllm", "")) + r.getMessage() for r in records)
     assert NAME not in dump and PHONE not in dump and "Summarise" not in dump
     assert KEYS["alice"] not in dump and "alice" in dump
