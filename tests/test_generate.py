@@ -12,8 +12,9 @@ import pytest
 from dpllm.errors import ConfigError, GuardError, ModelTimeout
 from dpllm.generate import GenerationResult, generate
 from dpllm.models import OfflineWriter, OpenAIModelClient
-from dpllm.release import Cost, Release
+from dpllm.release import Release
 from dpllm.testing import FakeOpenAIServer
+from dpllm.testing.releases import fake_release
 
 PHONE = "13812345678"
 PHONE_RE = re.compile(r"1[3-9]\d{9}")
@@ -36,18 +37,7 @@ class RegexRedactor:
 
 
 def _release(name: str, value: float, lo: float, hi: float, kind: str, unit: str) -> Release:
-    return Release(
-        name=name,
-        values=(value,),
-        intervals=((lo, hi),),
-        mechanism="discrete_laplace",
-        noise_scale=4.0,
-        cost=Cost.pure(0.5),
-        fingerprint=f"fp-{name}",
-        kind=kind,
-        unit=unit,
-        seeded=True,
-    )
+    return fake_release(name, value, lo, hi, kind=kind, unit=unit, window=None)
 
 
 RELEASES = {

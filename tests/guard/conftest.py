@@ -4,26 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from dpllm.release import Cost, Release
+from dpllm.release import Release
+from dpllm.testing.releases import fake_release
 
 
 def make_release(
     name: str, value: float, lo: float, hi: float, *, kind: str = "count", unit: str = ""
 ) -> Release:
     """A synthetic scalar release (seeded: never published)."""
-    return Release(
-        name=name,
-        values=(value,),
-        intervals=((lo, hi),),
-        mechanism="discrete_laplace",
-        noise_scale=4.0,
-        cost=Cost.pure(0.5),
-        fingerprint=f"fp-{name}",
-        kind=kind,
-        unit=unit,
-        window="2026-W47",
-        seeded=True,
-    )
+    return fake_release(name, value, lo, hi, kind=kind, unit=unit)
 
 
 @pytest.fixture
