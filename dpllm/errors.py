@@ -12,6 +12,7 @@ keeps working for code that does not know dpllm::
     │   ├── BudgetExceeded (BudgetError, ValueError)   a charge would pass a cap
     │   ├── BudgetPending (BudgetError)                queued for human approval
     │   ├── ChargeInProgress (BudgetError, RuntimeError)  same query id being charged
+    │   ├── QueryFailed (BudgetError, RuntimeError)  failed after reading; charge stands
     │   ├── UnknownTicket (BudgetError, LookupError)   no such approval ticket
     │   └── LedgerError (BudgetError, RuntimeError)    ledger storage unusable
     │       └── LedgerUnavailable (LedgerError, ConnectionError)
@@ -58,6 +59,7 @@ __all__ = [
     "ModelRateLimited",
     "ModelTimeout",
     "ModelUnreachable",
+    "QueryFailed",
     "RawReleaseError",
     "RedactionError",
     "TemplateError",
@@ -138,6 +140,21 @@ class BudgetPending(BudgetError):
 
 class ChargeInProgress(BudgetError, RuntimeError):
     """Another caller is charging the same query id right now; retry shortly."""
+
+
+class QueryFailed(BudgetError, RuntimeError):
+    """This query id failed after its data was read; its charge stands and it is not run again.
+
+    A failure after the read may depend on the data, so it is itself a signal:
+    running the query again for free would let it be probed. ``query_id`` names
+    the query and ``error_class`` the class of the original exception (never its
+    message, which may carry record contents).
+    """
+
+    def __init__(self, message: str, *, query_id: str, error_class: str) -> None:
+        super().__init__(message)
+        self.query_id = query_id
+        self.error_class = error_class
 
 
 class UnknownTicket(BudgetError, LookupError):

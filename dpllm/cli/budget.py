@@ -102,6 +102,7 @@ def show(
     """Balances per pool and window, lifetime totals, and the worst-case loss per user."""
     from rich.table import Table
 
+    from dpllm.ledger.base import ChargeStatus
     from dpllm.windows import parse_week
 
     ledger = _open(ledger_path)
@@ -164,11 +165,13 @@ def show(
         loss.add_row(spec.name, str(len(windows)), _as_epsilon(spec, spent), bound)
     console.print(loss)
 
-    if unreleased:
+    failed = [r for r in unreleased if r.status is ChargeStatus.FAILED]
+    waiting = [r for r in unreleased if r.status is not ChargeStatus.FAILED]
+    if waiting:
         stale = Table(title="Charged, not released (a retry of the same query takes it over)")
         for heading in ("query id", "pool", "window", "cost", "state"):
             stale.add_column(heading)
-        for record in unreleased:
+        for record in waiting:
             if record.owner is None and record.ticket is not None:
                 state = f"approved (ticket {record.ticket}), waiting for its run"
             elif record.owner is None:
@@ -179,6 +182,18 @@ def show(
                 record.query_id, record.pool, record.window, record.cost.describe(), state
             )
         console.print(stale)
+    if failed:
+        closed = Table(
+            title="Failed after reading the data (charged; the same query is not run again)"
+        )
+        for heading in ("query id", "pool", "window", "cost", "error"):
+            closed.add_column(heading)
+        for record in failed:
+            closed.add_row(
+                record.query_id, record.pool, record.window, record.cost.describe(),
+                record.error_class or "?",
+            )  # fmt: skip
+        console.print(closed)
 
 
 @budget_app.command("history")

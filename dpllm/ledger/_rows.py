@@ -93,6 +93,7 @@ def charge_from_row(row: Row) -> ChargeRecord:
         owner=row[8],
         lease_expires=row[9],
         ticket=row[10],
+        error_class=row[12] if len(row) > 12 else None,
     )
 
 

@@ -33,10 +33,11 @@ from dpllm.errors import (
     ConfigError,
     InvalidPrivacyParameter,
     LedgerError,
+    QueryFailed,
 )
 from dpllm.ledger import _approvals, _rows, sql
 from dpllm.ledger._sql_base import Conn, SQLBase
-from dpllm.ledger.base import PendingRequest, PoolSpec, iter_path
+from dpllm.ledger.base import ChargeRecord, ChargeStatus, PendingRequest, PoolSpec, iter_path
 from dpllm.release import Cost, Measure, Release
 
 __all__ = ["SQLCharge", "SQLLedger"]
@@ -95,11 +96,14 @@ class SQLCharge:
         self._ledger._store(self._query_id, release)
         self._stored = True
 
-    def _finish(self, *, failed: bool) -> None:
+    def _finish(self, error: BaseException | None) -> None:
         if self._cached is not None or self._stored or self._owner is None:
             return
         if not self._data_read and self._refundable:
-            self._ledger._refund(self._query_id, self._owner, failed=failed)
+            self._ledger._refund(self._query_id, self._owner, failed=error is not None)
+        elif self._data_read and isinstance(error, Exception):
+            # Only the class name: an exception's message may carry record contents.
+            self._ledger._fail(self._query_id, self._owner, type(error).__name__[:200])
         else:
             self._ledger._abandon(self._query_id, self._owner)
 
@@ -186,13 +190,20 @@ class SQLLedger(SQLBase):
 
         See :meth:`dpllm.ledger.base.Ledger.charging`. On leaving the block: an
         exception (or a normal exit) before ``charge.data_read()`` refunds; after
-        it, the charge stays and, without a stored release, is listed as
-        "charged, not released" and may be taken over by a retry.
+        it, the charge stays. An :class:`Exception` after it marks the charge
+        ``failed`` (class name only) and closes the query id; a normal exit or an
+        interruption (``KeyboardInterrupt``) leaves it "charged, not released",
+        to be taken over by a retry.
 
         Raises:
             BudgetExceeded, BudgetPending, ChargeInProgress, UnknownPool,
             InvalidPrivacyParameter (bad cost or wrong measure), DataError
             (malformed window key), LedgerUnavailable.
+            QueryFailed: this query id failed after its data was read; it is not
+                run again (its charge stands).
+
+        .. versionchanged:: unreleased
+            A failure after the read closes the query id (:class:`~dpllm.errors.QueryFailed`).
 
         Privacy: each pool on the path is charged the cost in its own measure
         (pure ε converts to ρ = ε²/2 in a zCDP pool), at most once per query id.
@@ -203,10 +214,10 @@ class SQLLedger(SQLBase):
         handle = self._acquire(query_id, pool, window, cost, analyst, description)
         try:
             yield handle
-        except BaseException:
-            handle._finish(failed=True)
+        except BaseException as exc:
+            handle._finish(exc)
             raise
-        handle._finish(failed=False)
+        handle._finish(None)
 
     def _acquire(
         self, query_id: str, pool: str, window: str, cost: Cost, analyst: str, description: str
@@ -247,6 +258,8 @@ class SQLLedger(SQLBase):
                     self, query_id=query_id, cost=cost, owner=None, cached=cached, refundable=False
                 )
             record = _rows.charge_from_row(row)
+            if record.status is ChargeStatus.FAILED:
+                return self._refuse_failed(conn, record, analyst)
             now = self._clock()
             if not _rows.owner_gone(record.owner, record.lease_expires, now):
                 return _WAIT
@@ -354,6 +367,39 @@ class SQLLedger(SQLBase):
                 conn, "refund", analyst=row[5], pool=row[1], window=row[2], query_id=query_id,
                 micro=int(row[4]), detail=f"refunded: {reason}",
             )  # fmt: skip
+
+    def _refuse_failed(self, conn: Conn, record: ChargeRecord, analyst: str) -> QueryFailed:
+        error_class = record.error_class or "an exception"
+        self._audit(
+            conn, "refuse", analyst=analyst, pool=record.pool, window=record.window,
+            query_id=record.query_id, micro=0,
+            detail=f"query id failed after reading the data ({error_class}); not run again",
+        )  # fmt: skip
+        return QueryFailed(
+            f"query id {record.query_id!r} failed after reading the data ({error_class}); its "
+            f"charge of {record.cost.describe()} to pool {record.pool!r} for {record.window} "
+            "stands and it is not run again, since the failure may depend on the data. Fix the "
+            "cause and run a changed query or another window: those have a new query id (and "
+            "a new charge)",
+            query_id=record.query_id,
+            error_class=error_class,
+        )
+
+    def _fail(self, query_id: str, owner: str, error_class: str) -> None:
+        with self._tx() as conn:
+            cur = conn.execute(
+                sql.FAIL,
+                {"query_id": query_id, "owner": owner, "error_class": error_class,
+                 "now": self._now_text()},
+            )  # fmt: skip
+            if cur.rowcount == 1:
+                row = conn.execute(sql.SELECT_CHARGE, {"query_id": query_id}).fetchone()
+                self._audit(
+                    conn, "failed", analyst=row[5], pool=row[1], window=row[2],
+                    query_id=query_id, micro=0,
+                    detail=f"{error_class} after reading the data: stays charged; "
+                    "the query id is closed",
+                )  # fmt: skip
 
     def _abandon(self, query_id: str, owner: str) -> None:
         with self._tx() as conn:

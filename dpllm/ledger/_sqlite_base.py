@@ -165,30 +165,46 @@ class SQLiteBase(SQLBase):
             self._rollback(conn)
 
     def _migrate(self) -> None:
+        """Apply :data:`MIGRATIONS` in order, each with its name, in one transaction.
+
+        Foreign keys are off while they run (a step may rebuild a table, which
+        SQLite's own procedure requires) and checked before the commit.
+        """
         known = [m.name for m in MIGRATIONS]
-        with self._tx() as conn:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS dpllm_migrations "
-                "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-            )
-            applied = [
-                r[0] for r in conn.execute("SELECT name FROM dpllm_migrations ORDER BY name")
-            ]
-            unknown = sorted(set(applied) - set(known))
-            if unknown:
-                raise LedgerError(
-                    f"the ledger {self.path} has migrations this dpllm does not know ({unknown}); "
-                    "upgrade dpllm"
-                )
-            for migration in MIGRATIONS:
-                if migration.name in applied:
-                    continue
-                for statement in migration.statements:
-                    conn.execute(statement)
+        conn = self._conn()
+        conn.execute("PRAGMA foreign_keys = OFF")  # a no-op inside a transaction: set before
+        try:
+            with self._tx() as conn:
                 conn.execute(
-                    "INSERT INTO dpllm_migrations (name, applied_at) VALUES (?, ?)",
-                    (migration.name, self._now_text()),
+                    "CREATE TABLE IF NOT EXISTS dpllm_migrations "
+                    "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
                 )
+                applied = [
+                    r[0] for r in conn.execute("SELECT name FROM dpllm_migrations ORDER BY name")
+                ]
+                unknown = sorted(set(applied) - set(known))
+                if unknown:
+                    raise LedgerError(
+                        f"the ledger {self.path} has migrations this dpllm does not know "
+                        f"({unknown}); upgrade dpllm"
+                    )
+                for migration in MIGRATIONS:
+                    if migration.name in applied:
+                        continue
+                    for statement in migration.statements:
+                        conn.execute(statement)
+                    conn.execute(
+                        "INSERT INTO dpllm_migrations (name, applied_at) VALUES (?, ?)",
+                        (migration.name, self._now_text()),
+                    )
+                broken = conn.execute("PRAGMA foreign_key_check").fetchall()
+                if broken:
+                    raise LedgerError(
+                        f"the ledger {self.path} has rows whose references are broken "
+                        f"({len(broken)}, e.g. {tuple(broken[0])}); the file is damaged"
+                    )
+        finally:
+            conn.execute("PRAGMA foreign_keys = ON")
 
     def close(self) -> None:
         """Close this thread's connection (others close when their threads end)."""

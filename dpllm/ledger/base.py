@@ -19,6 +19,18 @@ waits for it (up to a timeout) and then gets the stored release, or a
 is itself a signal). A charge whose process died before its release was stored
 stays charged and is listed as "charged, not released".
 
+**Failures after the read** close the query id: an exception (an
+:class:`Exception`) raised inside the block after ``charge.data_read()`` marks
+the charge ``failed`` in one durable write, recording only the exception's
+class name (its message may carry record contents). The charge stands, and a
+later ``charging()`` with that query id raises
+:class:`~dpllm.errors.QueryFailed` instead of reading the data again — else a
+data-dependent failure could be probed over and over for one charge. A changed
+query or window has a new query id and is charged anew. A ``BaseException``
+that is not an ``Exception`` (``KeyboardInterrupt``, ``SystemExit``) is treated
+like the process dying: the charge stays, unreleased, and a retry takes it over
+(the interruption comes from outside, not from the data, and no value left).
+
 **Crashes and leases.** A charge row records its owner (host, process, thread)
 and a lease. While the owner lives, a caller with the same query id waits for
 the release. When the owner is gone (its process is dead, or its lease ran
@@ -123,6 +135,8 @@ class ChargeStatus(enum.StrEnum):
     """Charged and the release is stored under its query id."""
     REFUNDED = "refunded"
     """Refunded because the data was never read."""
+    FAILED = "failed"
+    """Charged; the data was read and the run raised. The charge stands; the query id is closed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +174,7 @@ class AuditEvent:
 
     id: int
     time: str
-    event: str  # charge | refuse | refund | approve | deny | queue | cache_hit | release
+    event: str  # charge | refuse | refund | approve | deny | queue | cache_hit | release | failed
     analyst: str
     pool: str
     window: str
@@ -187,6 +201,11 @@ class ChargeRecord:
 
     ``owner`` is the process holding it (``None``: nobody — its process died or
     failed after reading the data, or an approval funded it and it awaits its run).
+    ``error_class`` is the class name of the exception that failed it (status
+    :attr:`ChargeStatus.FAILED`), never its message.
+
+    .. versionchanged:: unreleased
+        ``error_class`` and the ``failed`` status.
     """
 
     query_id: str
@@ -199,6 +218,7 @@ class ChargeRecord:
     owner: str | None
     lease_expires: float | None
     ticket: str | None
+    error_class: str | None = None
 
 
 @runtime_checkable
@@ -249,6 +269,7 @@ class Ledger(Protocol):
             BudgetExceeded: a pool on the path cannot take the charge (nothing spent).
             BudgetPending: the pool queues; the request awaits approval (nothing spent).
             ChargeInProgress: the same query id is being charged and did not finish in time.
+            QueryFailed: this query id failed after its data was read (its charge stands).
         """
         ...
 
@@ -282,7 +303,8 @@ def release_once(
     is returned and this process's noisy value is dropped unseen.
 
     Raises:
-        BudgetExceeded, BudgetPending, ChargeInProgress: see :meth:`Ledger.charging`.
+        BudgetExceeded, BudgetPending, ChargeInProgress, QueryFailed: see
+            :meth:`Ledger.charging`.
 
     Privacy: exactly one charge of ``cost`` per query id; the noisy value leaves
     only after its charge is committed and the release is stored.

@@ -24,7 +24,8 @@ The schema keeps the portable core of the design:
 * ``pool_windows`` — one row per (pool, window): ``spent`` and ``granted``
   (window headroom moved in or out by approvals; may be negative).
 * ``charges`` — one row per query id (the primary key makes a second charge for
-  the same query id impossible): status, owner and lease, the stored release.
+  the same query id impossible): status, owner and lease, the stored release,
+  and for a ``failed`` charge the class name of its exception (``0002``).
 * ``charge_parts`` — what a charge took from each pool on its path, in that
   pool's measure. ``Σ parts = spent`` for every (pool, window) at all times.
 * ``tickets`` — the approval queue.
@@ -126,6 +127,41 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    # SQLite cannot alter a CHECK constraint: the table is rebuilt (SQLite's own
+    # procedure, https://sqlite.org/lang_altertable.html#otheralter; the migration
+    # runs with foreign keys off and checks them before it commits).
+    Migration(
+        name="0002_failed_charges",
+        statements=(
+            """CREATE TABLE charges_0002 (
+                query_id TEXT PRIMARY KEY,
+                pool TEXT NOT NULL REFERENCES pools(name),
+                window_key TEXT NOT NULL,
+                measure TEXT NOT NULL,
+                micro INTEGER NOT NULL,
+                analyst TEXT NOT NULL,
+                description TEXT NOT NULL,
+                status TEXT NOT NULL
+                    CHECK (status IN ('in_progress', 'data_read', 'released', 'failed')),
+                owner TEXT,
+                lease_expires REAL,
+                ticket TEXT,
+                release_name TEXT,
+                release_json TEXT,
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL,
+                error_class TEXT
+            )""",
+            """INSERT INTO charges_0002 (query_id, pool, window_key, measure, micro, analyst,
+                description, status, owner, lease_expires, ticket, release_name, release_json,
+                created_at, updated_at)
+            SELECT query_id, pool, window_key, measure, micro, analyst, description, status,
+                owner, lease_expires, ticket, release_name, release_json, created_at, updated_at
+            FROM charges""",
+            "DROP TABLE charges",
+            "ALTER TABLE charges_0002 RENAME TO charges",
+        ),
+    ),
 )
 
 
@@ -206,6 +242,15 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
                 micro BIGINT NOT NULL,
                 detail TEXT NOT NULL
             )""",
+        ),
+    ),
+    Migration(
+        name="0002_failed_charges",
+        statements=(
+            "ALTER TABLE charges DROP CONSTRAINT charges_status_check",
+            """ALTER TABLE charges ADD CONSTRAINT charges_status_check
+                CHECK (status IN ('in_progress', 'data_read', 'released', 'failed'))""",
+            "ALTER TABLE charges ADD COLUMN error_class TEXT",
         ),
     ),
 )

@@ -110,7 +110,7 @@ ORDER BY window_key, pool
 # -- charges -------------------------------------------------------------------------
 SELECT_CHARGE = """
 SELECT query_id, pool, window_key, measure, micro, analyst, description, status, owner,
-       lease_expires, ticket, release_json
+       lease_expires, ticket, release_json, error_class
 FROM charges WHERE query_id = :query_id
 """
 
@@ -134,11 +134,17 @@ DELETE_CHARGE = "DELETE FROM charges WHERE query_id = :query_id AND owner = :own
 
 TAKE_OVER = """
 UPDATE charges SET owner = :owner, lease_expires = :lease_expires, updated_at = :now
-WHERE query_id = :query_id AND release_json IS NULL
+WHERE query_id = :query_id AND release_json IS NULL AND status <> 'failed'
 """
 
 ABANDON = """
 UPDATE charges SET status = 'data_read', owner = NULL, lease_expires = NULL, updated_at = :now
+WHERE query_id = :query_id AND owner = :owner AND release_json IS NULL
+"""
+
+FAIL = """
+UPDATE charges SET status = 'failed', error_class = :error_class, owner = NULL,
+       lease_expires = NULL, updated_at = :now
 WHERE query_id = :query_id AND owner = :owner AND release_json IS NULL
 """
 
@@ -152,7 +158,7 @@ SELECT_RELEASE = "SELECT release_json FROM charges WHERE query_id = :query_id"
 
 SELECT_UNRELEASED = """
 SELECT query_id, pool, window_key, measure, micro, analyst, description, status, owner,
-       lease_expires, ticket, release_json
+       lease_expires, ticket, release_json, error_class
 FROM charges WHERE release_json IS NULL ORDER BY created_at, query_id
 """
 

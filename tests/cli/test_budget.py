@@ -73,10 +73,15 @@ def test_show_filters_and_lists_unreleased(db: Path) -> None:
         with ledger.charging(query_id="broken", pool="global", window=WEEK, cost=Q) as c:
             c.data_read()
             raise KeyError("engine crashed after reading")
+    with ledger.charging(query_id="left", pool="global", window=WEEK, cost=Q) as c:
+        c.data_read()  # left without a stored release
     result = runner.invoke(app, ["budget", "show", "--ledger", str(db), "--pool", "global"])
     assert result.exit_code == 0, result.output
-    assert "Charged, not released" in result.output and "broken" in result.output
-    assert "flex" not in result.output.split("Worst-case")[0]
+    out = result.output
+    assert "Charged, not released" in out and "left" in out
+    assert "flex" not in out.split("Worst-case")[0]
+    failed = out.split("Failed after reading the data")[1]
+    assert "broken" in failed and "KeyError" in failed and "crashed" not in failed
 
 
 def test_history_json(db: Path) -> None:

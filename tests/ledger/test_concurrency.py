@@ -16,8 +16,8 @@ from multiprocessing.synchronize import Barrier
 
 import pytest
 
-from dpllm.errors import BudgetExceeded
-from dpllm.ledger.base import release_once
+from dpllm.errors import BudgetExceeded, QueryFailed
+from dpllm.ledger.base import ChargeStatus, release_once
 from dpllm.release import Cost
 from tests.ledger.conftest import (
     WEEK,
@@ -203,13 +203,19 @@ def test_kill_minus_nine_loses_and_doubles_nothing(
     stored = {q for (q,) in ledger._query("SELECT query_id FROM charges")}
     assert stored == set(charges) - refunds
 
-    # Charged-not-released rows left by the kills: a retry takes each over, no new charge.
+    # Charged-not-released rows left by the kills: a retry takes each over, no new charge;
+    # rows of runs that raised after the read stay closed (QueryFailed), no new charge either.
     before = {(b.pool, b.window): b.spent for b in ledger.balances()}
     leftovers = ledger.unreleased()
+    failed = {r.query_id for r in leftovers if r.status is ChargeStatus.FAILED}
     for record in leftovers:
-        got = release_once(ledger, query_id=record.query_id, pool=record.pool, window=record.window,
-                           cost=record.cost, compute=lambda r=record: make_release(r.query_id, r.cost))  # type: ignore[misc]  # fmt: skip
-        assert got.fingerprint == record.query_id
+        try:
+            got = release_once(ledger, query_id=record.query_id, pool=record.pool, window=record.window,
+                               cost=record.cost, compute=lambda r=record: make_release(r.query_id, r.cost))  # type: ignore[misc]  # fmt: skip
+        except QueryFailed:
+            assert record.query_id in failed
+            continue
+        assert got.fingerprint == record.query_id and record.query_id not in failed
     assert {(b.pool, b.window): b.spent for b in ledger.balances()} == before
-    assert ledger.unreleased() == []
+    assert {r.query_id for r in ledger.unreleased()} == failed
     assert max(Counter(e.query_id for e in ledger.history() if e.event == "charge").values()) == 1

@@ -115,10 +115,8 @@ def test_refund_on_normal_exit_without_reading(tree: SQLiteLedger) -> None:
 
 
 def test_no_refund_after_the_data_was_read(tree: SQLiteLedger) -> None:
-    with pytest.raises(ZeroDivisionError):
-        with tree.charging(query_id="q", pool="alice", window=WEEK, cost=EPS) as c:
-            c.data_read()
-            _ = 1 / 0
+    with tree.charging(query_id="q", pool="alice", window=WEEK, cost=EPS) as c:
+        c.data_read()  # … and leaves without storing (as a process that died would)
     assert tree.balance("alice", WEEK).spent == EPS.micro
     [record] = tree.unreleased()
     assert (record.query_id, record.status, record.owner) == ("q", ChargeStatus.DATA_READ, None)
