@@ -140,6 +140,9 @@ class Redactor:
         hmac_key: Key for the ``hash`` operator (≥ 16 bytes). dpllm never holds a default key.
         phone_regions: Regions for Presidio's phone recognizer (``CN`` always included).
         operators: Extra named operators for this instance.
+        ner_prefilter: Run English NER only on sentences holding a capitalised (or caseless)
+            word that may begin a name; ``False`` runs it on the whole text. Same names on the
+            shipped corpus either way (see :mod:`dpllm.redact.prefilter`).
 
     Raises:
         RedactionError: When Presidio, the spaCy model or jieba cannot be set up.
@@ -153,6 +156,7 @@ class Redactor:
         hmac_key: bytes | None = None,
         phone_regions: Collection[str] = ("CN", "US", "GB"),
         operators: Mapping[str, Callable[[], Operator]] | None = None,
+        ner_prefilter: bool = True,
     ) -> None:
         if not 0.0 <= score_threshold <= 1.0:
             raise RedactionError("score_threshold must be within [0, 1]")
@@ -162,7 +166,7 @@ class Redactor:
         self.operators = OperatorRegistry(_builtin_operators(hmac_key) | dict(operators or {}))
         regions = tuple(dict.fromkeys(["CN", *phone_regions]))
         try:
-            self._anonymizer, self._analyzer = _build_presidio(en_model, regions)
+            self._anonymizer, self._analyzer = _build_presidio(en_model, regions, ner_prefilter)
         except RedactionError:
             raise
         except Exception as exc:
@@ -348,7 +352,9 @@ def _resolve(spans: list[Span]) -> tuple[Span, ...]:
     return tuple(chosen)
 
 
-def _build_presidio(en_model: str, regions: tuple[str, ...]) -> tuple[Any, Any]:
+def _build_presidio(
+    en_model: str, regions: tuple[str, ...], ner_prefilter: bool
+) -> tuple[Any, Any]:
     """Build the anonymizer and an analyzer whose registry holds only offline recognizers."""
     import tldextract
     from presidio_analyzer import AnalyzerEngine, RecognizerRegistry
@@ -375,7 +381,7 @@ def _build_presidio(en_model: str, regions: tuple[str, ...]) -> tuple[Any, Any]:
         def validate_result(self, pattern_text: str) -> bool:
             return has_suffix(pattern_text.rsplit("@", 1)[-1])
 
-    nlp = DualNlpEngine(en_model=en_model)
+    nlp = DualNlpEngine(en_model=en_model, ner_prefilter=ner_prefilter)
     nlp.load()
     registry = RecognizerRegistry(supported_languages=["en", "zh"])
     for lang in ("en", "zh"):

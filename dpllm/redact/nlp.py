@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
+import numpy
 from presidio_analyzer import EntityRecognizer, RecognizerResult
 from presidio_analyzer.context_aware_enhancers import (
     ContextAwareEnhancer,
@@ -30,6 +31,7 @@ from presidio_analyzer.context_aware_enhancers import (
 from presidio_analyzer.nlp_engine import NlpArtifacts, NlpEngine
 
 from dpllm.errors import RedactionError
+from dpllm.redact.prefilter import SEPARATOR, TokenWindows, ner_windows, token_windows
 
 __all__ = ["EN_MODEL_PACKAGE", "DualNlpEngine", "FastContextEnhancer", "NerSpan"]
 
@@ -111,13 +113,16 @@ class DualNlpEngine(NlpEngine):
 
     Args:
         en_model: Package name of the spaCy English model.
+        ner_prefilter: Run English NER only on the sentences that may hold a name (see
+            :mod:`dpllm.redact.prefilter`); tokens, and so context words, still cover all text.
 
     Raises:
         RedactionError: When the spaCy model package or jieba's dictionary cannot be loaded.
     """
 
-    def __init__(self, *, en_model: str = EN_MODEL_PACKAGE) -> None:
+    def __init__(self, *, en_model: str = EN_MODEL_PACKAGE, ner_prefilter: bool = True) -> None:
         self._en_model = en_model
+        self.ner_prefilter = ner_prefilter
         self._nlp: Any = None
         self._jieba: Any = None
         self._tags: dict[str, str] = {}
@@ -225,19 +230,73 @@ class DualNlpEngine(NlpEngine):
         return artifacts
 
     def _process_en(self, text: str) -> NlpArtifacts:
-        doc = self._nlp(text)
+        # Tokens (for context words) always cover the whole text; with the pre-filter, NER
+        # reads only the windows around words that may begin a name.
+        doc = self._nlp.make_doc(text) if self.ner_prefilter else self._nlp(text)
         words: list[str] = []
         starts: list[int] = []
         for token in doc:  # one pass: each step builds a Token object
             words.append(token.text)
             starts.append(token.idx)
+        spans: list[tuple[str, int, int]]
+        if not self.ner_prefilter:
+            spans = [(e.label_, e.start_char, e.end_char) for e in doc.ents]
+        else:
+            windows = token_windows(ner_windows(text), starts)
+            spans = self._windowed_ner(doc, words, starts, windows)
         entities = [
-            NerSpan(_EN_LABELS[e.label_], e.start_char, e.end_char)
-            for e in doc.ents
+            NerSpan(_EN_LABELS[label], start, end)
+            for label, start, end in spans
             # the small model sometimes calls an order code like DD2026… a person
-            if e.label_ in _EN_LABELS and not any(ch.isdigit() for ch in e.text)
+            if label in _EN_LABELS and not any(ch.isdigit() for ch in text[start:end])
         ]
         return self._artifacts("en", words, starts, entities, [0.85] * len(entities))
+
+    def _windowed_ner(
+        self, doc: Any, words: list[str], starts: list[int], windows: TokenWindows
+    ) -> list[tuple[str, int, int]]:
+        """NER on the windows' tokens joined by separator tokens; spans in ``doc``'s offsets.
+
+        The joined doc is built from the full doc's token texts and norms (``I'm`` → ``am``
+        is a per-token norm NER embeds), which costs far less than tokenising the windows
+        again or ``Doc.from_docs``.
+        """
+        if not windows.starts:
+            return []
+        if windows.starts == (0,) and windows.ends == (len(doc),):
+            # one window over everything: NER on the doc itself, no copy, no mapping
+            return [(e.label_, e.start_char, e.end_char) for e in self._nlp(doc).ents]
+        from spacy.attrs import NORM
+        from spacy.tokens import Doc
+
+        ends = [*starts[1:], len(doc.text)]
+        joined_words: list[str] = []
+        spaces: list[bool] = []
+        index: list[int] = []  # full-doc token of each joined token, -1 for a separator
+        for start, end in zip(windows.starts, windows.ends, strict=True):
+            if joined_words:
+                joined_words.append(SEPARATOR)
+                spaces.append(False)
+                index.append(-1)
+            for i in range(start, end):
+                joined_words.append(words[i])
+                spaces.append(i + 1 < end and starts[i] + len(words[i]) < ends[i])
+                index.append(i)
+        joined_doc = Doc(self._nlp.vocab, words=joined_words, spaces=spaces)
+        positions = numpy.asarray(index)
+        kept = positions >= 0
+        norms: Any = joined_doc.to_array([NORM])
+        norms[kept] = doc.to_array([NORM])[positions[kept]]
+        joined_doc.from_array([NORM], norms)
+        joined = windows.joined_starts()
+        out = []
+        for ent in self._nlp(joined_doc).ents:
+            mapped = windows.to_full(ent.start, ent.end, joined)
+            if mapped is None:  # across a separator: not a span of the original text
+                continue
+            span = doc[mapped[0] : mapped[1]]
+            out.append((ent.label_, span.start_char, span.end_char))
+        return out
 
     def _process_zh(self, text: str) -> NlpArtifacts:
         words: list[str] = []
