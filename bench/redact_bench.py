@@ -5,8 +5,10 @@ Run: ``.venv/bin/python bench/redact_bench.py [--reps N]``. Texts of ~220, ~2,00
 AnalyzerEngine with the same spaCy model (all its pipes) and its default recognizers; it has
 no Chinese pipeline, so Chinese texts are given to it as ``en`` (what a naive set-up does).
 Stock Presidio's e-mail recognizer uses tldextract's global extractor, which would try the
-network; this script swaps that global for an offline one (benchmark only). The two are timed
-alternately, call by call, so a busy machine slows both alike and the ratio stays meaningful.
+network; this script swaps that global for an offline one (benchmark only). The redactor is
+also timed with its English NER pre-filter off (``Redactor(ner_prefilter=False)``, the
+"no-filter" column). All are timed alternately, call by call, so a busy machine slows them
+alike and the ratios stay meaningful; the load average is printed before and after.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -41,19 +44,17 @@ def _p50_p95(samples: list[float]) -> tuple[float, float]:
     return statistics.median(samples), p95
 
 
-def timed_pair(
-    ours: Callable[[], object], stock: Callable[[], object], reps: int
-) -> tuple[float, float, float, float]:
-    """p50/p95 (ms) of both, their calls interleaved so machine noise hits both alike."""
-    ours(), stock()  # warm
-    a: list[float] = []
-    b: list[float] = []
+def timed_interleaved(fns: list[Callable[[], object]], reps: int) -> list[tuple[float, float]]:
+    """p50/p95 (ms) of each function, their calls interleaved so machine noise hits all alike."""
+    for fn in fns:
+        fn()  # warm
+    samples: list[list[float]] = [[] for _ in fns]
     for _ in range(reps):
-        for fn, samples in ((ours, a), (stock, b)):
+        for fn, out in zip(fns, samples, strict=True):
             t = time.perf_counter()
             fn()
-            samples.append((time.perf_counter() - t) * 1000)
-    return (*_p50_p95(a), *_p50_p95(b))
+            out.append((time.perf_counter() - t) * 1000)
+    return [_p50_p95(s) for s in samples]
 
 
 def stock_presidio() -> Callable[[str], object]:
@@ -79,18 +80,28 @@ def main() -> None:
     from dpllm.redact import Redactor
 
     ours = Redactor()
+    unfiltered = Redactor(ner_prefilter=False)
     stock = stock_presidio()
-    print(f"{'case':<14}{'dpllm p50':>11}{'p95':>9}{'stock p50':>11}{'p95':>9}{'ratio p50':>11}")
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"{'case':<14}{'dpllm p50':>11}{'p95':>9}{'no-filter p50':>15}{'p95':>9}"
+        f"{'stock p50':>11}{'p95':>9}{'ratio':>8}{'no-filter':>11}"
+    )
     for lang in ("en", "zh"):
         for size in SIZES:
             text = texts(lang, size)
             reps = max(3, args.reps // (5 if size >= 20_000 else 1))
-            o50, o95, s50, s95 = timed_pair(
-                partial(ours.redact, text, language=lang), partial(stock, text), reps
+            (o50, o95), (u50, u95), (s50, s95) = timed_interleaved(
+                [
+                    partial(ours.redact, text, language=lang),
+                    partial(unfiltered.redact, text, language=lang),
+                    partial(stock, text),
+                ],
+                reps,
             )
             print(
-                f"{lang} {len(text):>6} ch{o50:>10.1f}ms{o95:>7.1f}ms{s50:>9.1f}ms{s95:>7.1f}ms"
-                f"{s50 / o50:>10.2f}x"
+                f"{lang} {len(text):>6} ch{o50:>10.1f}ms{o95:>7.1f}ms{u50:>13.1f}ms{u95:>7.1f}ms"
+                f"{s50:>9.1f}ms{s95:>7.1f}ms{s50 / o50:>7.2f}x{s50 / u50:>10.2f}x"
             )
     for lang in ("en", "zh"):
         batch = [texts(lang, 220)[k:] + str(k) for k in range(100)]
@@ -106,6 +117,7 @@ def main() -> None:
             f"batch {lang} (100 × ~220 ch): dpllm {ours_tps:.0f} texts/s, "
             f"stock {stock_tps:.0f} texts/s, ratio {ours_tps / stock_tps:.2f}x"
         )
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":
