@@ -5,6 +5,9 @@
   window, enforced by the database, so concurrent or replayed submissions
   cannot double a user's weight (or their privacy loss). Each row keeps the ε
   the user spent; :meth:`LDPStore.user_epsilon` sums a user's local ε in a window.
+  Given a ledger (``LDPStore(path, ledger=...)``), each report's ε is recorded
+  through :meth:`~dpllm.ledger.sqlite.SQLiteLedger.record_local` first — the
+  ledger's own unique row and audit line — and the user's local ε is read from it.
 * :class:`LDPIngest` — checks a report against its metric (mechanism, ε,
   domain) and stores it; estimates are post-processing of stored reports.
 * :data:`router` — the FastAPI ``APIRouter`` that ``dpllm serve`` includes: it
@@ -30,14 +33,14 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from dpllm.errors import DuplicateReport, InvalidReport, LedgerUnavailable
 from dpllm.privacy.ldp import LDPAggregate, LDPEstimate, LDPReport, LocalRandomizer
-from dpllm.release import MICRO, to_micro
+from dpllm.release import MICRO, Cost, to_micro
 
 if TYPE_CHECKING:
     import httpx
@@ -72,20 +75,38 @@ def pseudonym(secret: bytes, user_id: str) -> str:
     return "u:" + hmac.new(secret, user_id.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
 
 
+class LocalLedger(Protocol):
+    """What :class:`LDPStore` needs of a ledger (both dpllm ledgers provide it)."""
+
+    def record_local(
+        self, *, user: str, window: str, metric: str, cost: Cost, analyst: str = ...
+    ) -> None: ...
+
+    def local_spent(self, user: str, window: str) -> Cost: ...
+
+
 class LDPStore:
     """Randomised reports in one SQLite file (its own, or the ledger's file).
 
     Args:
         path: the database file (created with its directory when missing).
         clock: POSIX-time source for ``received_at`` (tests inject one).
+        ledger: record each report's local ε in this ledger (one row per user,
+            metric and window; an ``ldp_report`` audit line) before storing it.
 
     Raises:
         LedgerUnavailable: the file cannot be opened or written.
+
+    .. versionchanged:: unreleased
+        ``ledger``.
     """
 
-    def __init__(self, path: str | Path, *, clock: Any = time.time) -> None:
+    def __init__(
+        self, path: str | Path, *, clock: Any = time.time, ledger: LocalLedger | None = None
+    ) -> None:
         self.path = Path(path)
         self._clock = clock
+        self.ledger = ledger
         self._local = threading.local()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -122,6 +143,12 @@ class LDPStore:
             DuplicateReport: this user already reported this metric in this window
                 (nothing is stored; the first report stands).
         """
+        if self.ledger is not None:
+            # The ledger first: a report is never stored without its ε on record.
+            self.ledger.record_local(
+                user=report.user, window=report.window, metric=report.metric,
+                cost=Cost.pure(report.epsilon),
+            )  # fmt: skip
         try:
             with self._tx() as conn:
                 conn.execute(
@@ -165,6 +192,8 @@ class LDPStore:
 
     def user_epsilon(self, user: str, window: str) -> float:
         """The local ε ``user`` spent in ``window`` (sum over metrics; exact micro-units)."""
+        if self.ledger is not None:
+            return self.ledger.local_spent(user, window).micro / MICRO
         (micro,) = (
             self._conn()
             .execute(

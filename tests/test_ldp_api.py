@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from dpllm.errors import DuplicateReport, InvalidReport
 from dpllm.ldp_api import LDPClient, LDPIngest, LDPStore, ldp_router, pseudonym
+from dpllm.ledger.sqlite import SQLiteLedger
 from dpllm.privacy.ldp import KRandomizedResponse, LDPReport, OptimisedUnaryEncoding
 
 WEEK = "2026-W47"
@@ -19,9 +20,12 @@ KRR = KRandomizedResponse(epsilon=1.0)
 OUE = OptimisedUnaryEncoding(epsilon=0.5, domain=tuple(range(1, 21)))
 
 
-@pytest.fixture
-def ingest(tmp_path: Path) -> LDPIngest:
-    return LDPIngest(LDPStore(tmp_path / "ldp.db"), {"rating": KRR, "minutes": OUE})
+@pytest.fixture(params=["table", "ledger"])
+def ingest(request: pytest.FixtureRequest, tmp_path: Path) -> LDPIngest:
+    """Reports in the store's own table, or with their ε recorded through the ledger."""
+    ledger = SQLiteLedger(tmp_path / "ledger.db") if request.param == "ledger" else None
+    store = LDPStore(tmp_path / "ldp.db", ledger=ledger)
+    return LDPIngest(store, {"rating": KRR, "minutes": OUE})
 
 
 def _report(user: str, value: int = 4, metric: str = "rating", window: str = WEEK) -> LDPReport:
@@ -143,3 +147,18 @@ def test_module_router_uses_app_state(tmp_path: Path) -> None:
         app.state.ldp_ingest = LDPIngest(LDPStore(tmp_path / "s.db"), {"rating": KRR})
         assert http.post("/v1/ldp/reports", content=body).status_code == 201
         assert http.post("/v1/ldp/reports", content=body).status_code == 409
+
+
+def test_reports_through_the_ledger_are_audited_without_the_user(tmp_path: Path) -> None:
+    ledger = SQLiteLedger(tmp_path / "ledger.db")
+    ingest = LDPIngest(LDPStore(tmp_path / "ldp.db", ledger=ledger), {"rating": KRR})
+    user = pseudonym(b"secret", "student-7")
+    ingest.submit(_report(user))
+    with pytest.raises(DuplicateReport):
+        ingest.submit(_report(user, value=1))
+    assert ingest.store.count("rating", WEEK) == 1
+    assert ledger.local_spent(user, WEEK).micro == 1_000_000
+    [event] = [e for e in ledger.history() if e.event == "ldp_report"]
+    assert (event.analyst, event.window, event.micro) == ("ldp", WEEK, 1_000_000)
+    assert user not in repr(ledger.history()) and user not in repr(ledger._query(
+        "SELECT * FROM local_reports"))  # fmt: skip

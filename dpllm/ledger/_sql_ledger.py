@@ -35,7 +35,7 @@ from dpllm.errors import (
     LedgerError,
     QueryFailed,
 )
-from dpllm.ledger import _approvals, _rows, sql
+from dpllm.ledger import _approvals, _local, _rows, sql
 from dpllm.ledger._sql_base import Conn, SQLBase
 from dpllm.ledger.base import ChargeRecord, ChargeStatus, PendingRequest, PoolSpec, iter_path
 from dpllm.release import Cost, Measure, Release
@@ -433,6 +433,29 @@ class SQLLedger(SQLBase):
             f"another process stored the release of query id {query_id!r} first; this "
             "process's value was dropped unseen. Use ledger.get_release(query_id)"
         )
+
+    # -- local-DP reports ----------------------------------------------------------------
+
+    def record_local(
+        self, *, user: str, window: str, metric: str, cost: Cost, analyst: str = "ldp"
+    ) -> None:
+        """Record one local-DP report's ε against ``user`` (see :mod:`dpllm.ledger._local`).
+
+        Raises:
+            DuplicateReport: ``user`` already reported ``metric`` in ``window``.
+            InvalidPrivacyParameter, DataError, LedgerUnavailable.
+
+        Privacy: the report is ε-LDP for its user; the user's local ε in a window
+        is the sum over their reports (:meth:`local_spent`). The user id is kept
+        only as a keyed hash.
+        """
+        _local.record_local(
+            self, user=user, window=window, metric=metric, cost=cost, analyst=analyst
+        )
+
+    def local_spent(self, user: str, window: str) -> Cost:
+        """The local ε ``user`` spent in ``window`` over all metrics (pure ε)."""
+        return _local.local_spent(self, user, window)
 
     # -- the approval queue -------------------------------------------------------------
 

@@ -29,6 +29,9 @@ The schema keeps the portable core of the design:
 * ``charge_parts`` — what a charge took from each pool on its path, in that
   pool's measure. ``Σ parts = spent`` for every (pool, window) at all times.
 * ``tickets`` — the approval queue.
+* ``local_reports`` — one row per (metric, window, user) of a local-DP report,
+  with the ε the user spent on it; the user is stored only as a keyed hash
+  (HMAC with a random per-ledger key kept in ``ledger_secrets``) (``0003``).
 * ``audit`` — append-only log (ids only grow: rows are never deleted) of every charge, refusal, refund, approval,
   denial, takeover and cache hit (never statistic values).
 """
@@ -162,6 +165,26 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE charges_0002 RENAME TO charges",
         ),
     ),
+    Migration(
+        name="0003_local_reports",
+        statements=(
+            """CREATE TABLE local_reports (
+                metric TEXT NOT NULL,
+                window_key TEXT NOT NULL,
+                user_key TEXT NOT NULL,
+                measure TEXT NOT NULL CHECK (measure = 'pure'),
+                micro INTEGER NOT NULL CHECK (micro > 0),
+                analyst TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                PRIMARY KEY (metric, window_key, user_key)
+            ) WITHOUT ROWID""",
+            "CREATE INDEX local_reports_user ON local_reports (user_key, window_key)",
+            """CREATE TABLE ledger_secrets (
+                name TEXT PRIMARY KEY,
+                value TEXT NOT NULL
+            )""",
+        ),
+    ),
 )
 
 
@@ -251,6 +274,26 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
             """ALTER TABLE charges ADD CONSTRAINT charges_status_check
                 CHECK (status IN ('in_progress', 'data_read', 'released', 'failed'))""",
             "ALTER TABLE charges ADD COLUMN error_class TEXT",
+        ),
+    ),
+    Migration(
+        name="0003_local_reports",
+        statements=(
+            """CREATE TABLE local_reports (
+                metric TEXT NOT NULL,
+                window_key TEXT NOT NULL,
+                user_key TEXT NOT NULL,
+                measure TEXT NOT NULL CHECK (measure = 'pure'),
+                micro BIGINT NOT NULL CHECK (micro > 0),
+                analyst TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                PRIMARY KEY (metric, window_key, user_key)
+            )""",
+            "CREATE INDEX local_reports_user ON local_reports (user_key, window_key)",
+            """CREATE TABLE ledger_secrets (
+                name TEXT PRIMARY KEY,
+                value TEXT NOT NULL
+            )""",
         ),
     ),
 )
