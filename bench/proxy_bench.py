@@ -131,7 +131,6 @@ ledger = {{ url = "ledger.db" }}
 provider = "openai"
 base_url = "{upstream}"
 api_key = "x"
-max_retries = 0
 [redaction]
 enabled = {"true" if redaction else "false"}
 [[server.keys]]
@@ -187,9 +186,9 @@ class Connection:
         self.writer.write(self.request)
         head = await self.reader.readuntil(b"\r\n\r\n")
         m = _LENGTH.search(head)
+        body = await self.reader.readexactly(int(m.group(1))) if m else b""
         if not head.startswith(b"HTTP/1.1 200") or m is None:
-            raise RuntimeError(f"unexpected response: {head[:200]!r}")
-        body = await self.reader.readexactly(int(m.group(1)))
+            raise RuntimeError(f"unexpected response: {head[:40]!r} {body[:300]!r}")
         if b"\r\nconnection: close" in head.lower():
             self.writer.close()
             self.reader = self.writer = None

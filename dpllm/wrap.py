@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Collection, Generator, Mapping, Sequence
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from dpllm.protection import (
@@ -162,11 +163,18 @@ class _AsyncCompletions(_Completions):
 T = TypeVar("T")
 
 
-async def off_loop(offload: bool, fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)``, in a worker thread when ``offload`` (CPU-heavy redaction)."""
-    if offload:
+async def off_loop(
+    offload: bool, fn: Callable[..., T], *args: Any, executor: Executor | None = None
+) -> T:
+    """``fn(*args)``, in a worker thread when ``offload`` (CPU-heavy redaction).
+
+    ``executor``: the pool to use (``None``: the event loop's default one).
+    """
+    if not offload:
+        return fn(*args)
+    if executor is None:
         return await asyncio.to_thread(fn, *args)
-    return fn(*args)
+    return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
 
 
 async def drive_async(
@@ -174,19 +182,20 @@ async def drive_async(
     call: Callable[[list[dict[str, Any]]], Awaitable[R]],
     *,
     offload: bool,
+    executor: Executor | None = None,
 ) -> R:
     """Run a :meth:`~dpllm.protection.CallState.exchange` against an async model call.
 
     Each protection step (redaction, the guard) runs in a worker thread when
-    ``offload`` is true, so a heavy redactor does not stall other requests on the
-    event loop. Shared by the async wrapper and the proxy.
+    ``offload`` is true (in ``executor`` if given), so a heavy redactor does not
+    stall other requests on the event loop. Shared by the async wrapper and the proxy.
     """
     try:
         request = next(exchange)
         while True:
             response = await call(request)
             # StopIteration cannot cross a thread's future: _step returns it as a value.
-            done, value = await off_loop(offload, _step, exchange, response)
+            done, value = await off_loop(offload, _step, exchange, response, executor=executor)
             if done:
                 result: R = value
                 return result

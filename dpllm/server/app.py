@@ -137,6 +137,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
+        state.protect_executor.shutdown(wait=False, cancel_futures=True)
         if raw is not None:
             await raw.close()
 

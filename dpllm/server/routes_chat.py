@@ -132,8 +132,9 @@ async def _complete(state: ServerState, wire: dict[str, Any]) -> dict[str, Any]:
     if "dpllm" in wire:
         _, releases = take_dpllm_options({"extra_body": {"dpllm": wire.pop("dpllm")}})
     protection = state.upstream.protection
+    pool = state.protect_executor
     call_state = await off_loop(
-        protection.offload, protection.begin, wire.pop("messages"), releases
+        protection.offload, protection.begin, wire.pop("messages"), releases, executor=pool
     )
     client = state.raw_upstream
 
@@ -151,7 +152,9 @@ async def _complete(state: ServerState, wire: dict[str, Any]) -> dict[str, Any]:
             raise ModelBadResponse("the upstream's answer is not a JSON object")
         return decoded
 
-    return await drive_async(call_state.exchange_wire(), call, offload=protection.offload)
+    return await drive_async(
+        call_state.exchange_wire(), call, offload=protection.offload, executor=pool
+    )
 
 
 async def _sse(stream: Any, analyst: str) -> AsyncIterator[str]:

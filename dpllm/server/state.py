@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
 __all__ = ["ServerState", "caller", "server_state"]
 
 LedgerOpener = Callable[[str], ManagedLedger]
+
+PROTECT_WORKERS = 1
+"""Threads that run redaction and the guard for non-streaming chat requests."""
 
 
 @dataclass
@@ -77,6 +81,11 @@ class ServerState:
         self._ledger = _Lazy(open_configured)
         self._engine = _Lazy(engine_opener or (lambda: default_engine(settings)))
         self.stats_lock = threading.Lock()  # one engine connection, shared
+        # Redaction and the guard are CPU-bound and hold the GIL: more threads than
+        # cores only trade CPU for lock convoys (the default pool has cores + 4).
+        self.protect_executor = ThreadPoolExecutor(
+            max_workers=PROTECT_WORKERS, thread_name_prefix="dpllm-protect"
+        )
         salt = settings.bounds.salt
         self.salt = salt.encode() if salt else secrets.token_bytes(32)
 
