@@ -10,18 +10,31 @@ Implementations: :class:`SQLiteEngine` (stdlib, the embedded default),
 :class:`DuckDBEngine` (a DuckDB file, or Parquet/CSV files) and
 :class:`PostgresEngine` (psycopg 3). Every driver error is translated into a
 :class:`~dpllm.errors.DataError`.
+
+**Errors never carry the database's words once rows may have been read.** A
+driver's message can quote the records themselves (DuckDB's CSV errors print
+the whole input line: ``Original Line: victim,n/a,…``), and the CLI and the
+server print error messages. So :meth:`Engine.fetch` raises a generic
+:class:`~dpllm.errors.DataError` — query name, engine, exception class and an
+incident id — with no cause or context attached, and logs the driver's message
+only at DEBUG to the ``dpllm.data.engine_errors`` logger. Opening a source and
+reading its schema (no rows) keep their specific messages.
 """
 
 from __future__ import annotations
 
+import csv
 import glob
+import logging
 import os
+import re
+import secrets
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
-from dpllm.data.sql import Dialect, Statement, quote_ident
+from dpllm.data.sql import ColumnMap, Dialect, Statement, quote_ident
 from dpllm.errors import DataError
 
 if TYPE_CHECKING:
@@ -31,6 +44,34 @@ if TYPE_CHECKING:
 __all__ = ["DuckDBEngine", "Engine", "PostgresEngine", "SQLiteEngine"]
 
 Row = tuple[Any, ...]
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+DETAIL_LOGGER = "dpllm.data.engine_errors"
+"""The logger of withheld driver messages (DEBUG only). They may contain personal
+data — records quoted by the database — so route it only to a trusted sink."""
+
+_detail_log = logging.getLogger(DETAIL_LOGGER)
+
+
+def withheld(engine: str, query: str, exc: BaseException) -> DataError:
+    """The generic error for a driver failure once rows may have been read.
+
+    The driver's message is logged at DEBUG to :data:`DETAIL_LOGGER` and nowhere
+    else: it may quote records (personal data). The caller raises the result
+    *outside* its ``except`` block, so the original exception is neither the
+    cause nor the context of the one that travels (a printed traceback would
+    show it).
+    """
+    incident = secrets.token_hex(6)
+    # May contain personal data (records quoted by the database): DEBUG only.
+    _detail_log.debug(
+        "incident %s: %s query %r failed: %s: %s", incident, engine, query, type(exc).__name__, exc
+    )
+    return DataError(
+        f"{engine} failed while computing {query!r} ({type(exc).__name__}, incident {incident}); "
+        "the database's message is withheld because it may quote records. To see it, log "
+        f"{DETAIL_LOGGER!r} at DEBUG on a trusted machine and rerun; nothing is retried"
+    )
 
 
 @runtime_checkable
@@ -40,12 +81,21 @@ class Engine(Protocol):
     @property
     def dialect(self) -> Dialect: ...
 
-    def relation(self, table: str) -> Statement:
-        """The ``FROM`` fragment for the feedback records (quoted name or file scan)."""
+    def relation(self, columns: ColumnMap) -> Statement:
+        """The ``FROM`` fragment for the feedback records (quoted name or file scan).
+
+        ``columns`` names the table and the columns the SQL reads, so an engine
+        can present text-typed ratings and timestamps in a form no value can
+        make fail (:class:`DuckDBEngine`).
+        """
         ...
 
-    def fetch(self, statement: Statement) -> list[Row]:
-        """Run ``statement``; every driver error becomes a :class:`DataError`."""
+    def fetch(self, statement: Statement, *, query: str = "a statistic") -> list[Row]:
+        """Run ``statement`` (for the query named ``query``).
+
+        Raises:
+            DataError: any driver error, as :func:`withheld` (no driver text).
+        """
         ...
 
     def column_names(self, table: str) -> frozenset[str]:
@@ -83,15 +133,19 @@ class SQLiteEngine:
             self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
         except sqlite3.Error as exc:
             raise DataError(f"cannot open SQLite file {str(self.path)!r}: {exc}") from exc
+        # Text that is not valid UTF-8 (a blob cast to text) would fail the
+        # fetch because of one record; decode it with replacement characters.
+        self._conn.text_factory = _decode
 
-    def relation(self, table: str) -> Statement:
-        return Statement(quote_ident(table))
+    def relation(self, columns: ColumnMap) -> Statement:
+        return Statement(quote_ident(columns.table))
 
-    def fetch(self, statement: Statement) -> list[Row]:
+    def fetch(self, statement: Statement, *, query: str = "a statistic") -> list[Row]:
         try:
             return [tuple(r) for r in self._conn.execute(statement.sql, statement.params)]
         except sqlite3.Error as exc:
-            raise DataError(f"SQLite query failed on {str(self.path)!r}: {exc}") from exc
+            failure = withheld("SQLite", query, exc)
+        raise failure
 
     def _describe(self, statement: Statement) -> list[str]:
         try:
@@ -101,7 +155,7 @@ class SQLiteEngine:
         return [d[0] for d in cur.description]
 
     def column_names(self, table: str) -> frozenset[str]:
-        return frozenset(self._describe(_probe(self.relation(table))))
+        return frozenset(self._describe(_probe(Statement(quote_ident(table)))))
 
     def close(self) -> None:
         self._conn.close()
@@ -113,15 +167,55 @@ class SQLiteEngine:
         self.close()
 
 
-_FILE_READERS = {
-    ".parquet": "read_parquet",
-    ".csv": "read_csv_auto",
-    ".tsv": "read_csv_auto",
-}
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+_FILE_SUFFIXES = (".parquet", ".csv", ".tsv")
+_DELIMITERS = {".csv": ",", ".tsv": "\t"}
+
+
+def _csv_reader(paths: Sequence[str], suffix: str) -> str:
+    """``read_csv(?, …)`` with the header's column names, every column as text, no sniffing.
+
+    The header line (the first file's) is metadata; no record line is read here.
+    With a fixed dialect, explicit columns and ``ignore_errors``, no record can
+    make the scan fail or change how other lines are parsed (a malformed line is
+    skipped, a short one padded with NULLs). A file whose quoting is broken (an
+    unterminated quote) still hides the lines after it: write CSV with a CSV writer.
+    """
+    delim = _DELIMITERS[suffix]
+    first = sorted(glob.glob(paths[0])) if glob.has_magic(paths[0]) else [paths[0]]
+    with open(first[0], encoding="utf-8", errors="replace", newline="") as f:
+        header = next(csv.reader([f.readline()], delimiter=delim), [])
+    names = [
+        h.strip() if _PLAIN.fullmatch(h.strip()) else f"_column{i}" for i, h in enumerate(header)
+    ]
+    if not names or len(set(names)) != len(names):
+        raise DataError(f"the CSV file {first[0]!r} needs a header line of distinct column names")
+    columns = ", ".join(f"'{n}': 'VARCHAR'" for n in names)  # plain names only: safe
+    sql_delim = "\\t" if delim == "\t" else delim
+    return (
+        f"read_csv(?, auto_detect = false, header = true, delim = '{sql_delim}', "
+        f"quote = '\"', escape = '\"', columns = {{{columns}}}, ignore_errors = true, "
+        "null_padding = true)"
+    )
+
+
+# How a text column is read when a query needs a number or a time from it: a
+# value that does not parse becomes NULL (ignored like any NULL), never an error.
+_TEXT_CASTS = {"rating": "DOUBLE", "timestamp": "TIMESTAMPTZ"}
 
 
 class DuckDBEngine:
     """DuckDB over a database file, or over Parquet/CSV files.
+
+    CSV/TSV files are read with a fixed dialect, every column as text, and
+    malformed lines skipped. A rating or timestamp column of a text type (every
+    CSV column; a ``VARCHAR`` column of a table or Parquet file) is read through
+    ``TRY_CAST`` (``DOUBLE``, ``TIMESTAMPTZ``): a value that does not parse is
+    NULL, so it is ignored like a NULL rating (or falls in no window) instead of
+    failing the query. Typed columns are read as they are.
 
     Args:
         source: a ``.duckdb``/``.db`` file (the table comes from the column
@@ -153,12 +247,17 @@ class DuckDBEngine:
                 raise DataError(f"data file {p!r} does not exist; check --data")
         self._files: list[str] | None = None
         self._reader = ""
+        self._types: dict[str, dict[str, str]] = {}
         try:
-            if suffixes <= set(_FILE_READERS):
-                readers = {_FILE_READERS[s] for s in suffixes}
-                if len(readers) != 1:
-                    raise DataError("DuckDBEngine reads Parquet or CSV files, not a mix of both")
-                self._reader = readers.pop()
+            if suffixes <= set(_FILE_SUFFIXES):
+                if len(suffixes) != 1:
+                    raise DataError(
+                        "DuckDBEngine reads files of one kind (Parquet, CSV or TSV), not a mix"
+                    )
+                (suffix,) = suffixes
+                self._reader = (
+                    "read_parquet(?)" if suffix == ".parquet" else _csv_reader(paths, suffix)
+                )
                 self._files = paths
                 self._conn = duckdb.connect(":memory:")
             elif len(paths) == 1:
@@ -171,28 +270,65 @@ class DuckDBEngine:
         except duckdb.Error as exc:
             raise DataError(f"DuckDB cannot open {paths!r}: {exc}") from exc
 
-    def relation(self, table: str) -> Statement:
+    @property
+    def _csv(self) -> bool:
+        return self._reader.startswith("read_csv")
+
+    def _raw(self, table: str) -> Statement:
         if self._files is not None:
-            return Statement(f"{self._reader}(?)", (self._files,))
+            return Statement(self._reader, (self._files,))
         return Statement(quote_ident(table))
 
-    def _run(self, statement: Statement) -> duckdb.DuckDBPyConnection:
+    def relation(self, columns: ColumnMap) -> Statement:
+        raw = self._raw(columns.table)
+        types = self._column_types(columns.table)
+        casts = []
+        for role, target in _TEXT_CASTS.items():
+            name = getattr(columns, role)
+            if name is not None and types.get(name, "") in ("VARCHAR", "BLOB"):
+                q = quote_ident(name)
+                casts.append(f"TRY_CAST({q} AS {target}) AS {q}")
+        if not casts:
+            return raw
+        return (
+            Statement(f"(SELECT * REPLACE ({', '.join(casts)}) FROM ")
+            + raw
+            + Statement(") AS records")
+        )
+
+    def _column_types(self, table: str) -> dict[str, str]:
+        """``{column: DuckDB type}`` of the source, from its schema (cached)."""
+        if table not in self._types:
+            cur = self._execute(Statement("DESCRIBE SELECT * FROM ") + self._raw(table), table)
+            self._types[table] = {str(r[0]): str(r[1]) for r in cur.fetchall()}
+        return self._types[table]
+
+    def _execute(self, statement: Statement, table: str) -> duckdb.DuckDBPyConnection:
+        """Run a schema statement: metadata only, so its error may stay specific —
+        except on CSV, whose schema is sniffed from sample rows."""
         import duckdb
 
         try:
             return self._conn.execute(statement.sql, list(statement.params))
         except duckdb.Error as exc:
-            raise DataError(f"DuckDB query failed: {exc}") from exc
+            if self._csv:
+                failure = withheld("DuckDB", f"the schema of {table!r}", exc)
+            else:
+                failure = DataError(f"DuckDB cannot read {table!r}: {exc}")
+        raise failure
 
-    def fetch(self, statement: Statement) -> list[Row]:
-        return [tuple(r) for r in self._run(statement).fetchall()]
+    def fetch(self, statement: Statement, *, query: str = "a statistic") -> list[Row]:
+        import duckdb
 
-    def _describe(self, statement: Statement) -> list[str]:
-        cur = self._run(statement)
-        return [d[0] for d in cur.description or []]
+        try:
+            cur = self._conn.execute(statement.sql, list(statement.params))
+            return [tuple(r) for r in cur.fetchall()]
+        except duckdb.Error as exc:
+            failure = withheld("DuckDB", query, exc)
+        raise failure
 
     def column_names(self, table: str) -> frozenset[str]:
-        return frozenset(self._describe(_probe(self.relation(table))))
+        return frozenset(self._column_types(table))
 
     def close(self) -> None:
         self._conn.close()
@@ -230,26 +366,30 @@ class PostgresEngine:
         except psycopg.Error as exc:
             raise DataError(f"cannot connect to PostgreSQL: {exc}") from exc
 
-    def relation(self, table: str) -> Statement:
-        return Statement(quote_ident(table))
+    def relation(self, columns: ColumnMap) -> Statement:
+        return Statement(quote_ident(columns.table))
 
-    def _run(self, statement: Statement) -> psycopg.Cursor[Row]:
+    def fetch(self, statement: Statement, *, query: str = "a statistic") -> list[Row]:
         import psycopg
 
         try:
-            return self._conn.execute(statement.sql.encode(), statement.params)
+            cur = self._conn.execute(statement.sql.encode(), statement.params)
+            return [tuple(r) for r in cur.fetchall()]
         except psycopg.Error as exc:
-            raise DataError(f"PostgreSQL query failed: {exc}") from exc
-
-    def fetch(self, statement: Statement) -> list[Row]:
-        return [tuple(r) for r in self._run(statement).fetchall()]
-
-    def _describe(self, statement: Statement) -> list[str]:
-        cur = self._run(statement)
-        return [d.name for d in cur.description or []]
+            failure = withheld("PostgreSQL", query, exc)
+        raise failure
 
     def column_names(self, table: str) -> frozenset[str]:
-        return frozenset(self._describe(_probe(self.relation(table))))
+        import psycopg
+
+        probe = _probe(Statement(quote_ident(table)))
+        try:
+            cur = self._conn.execute(probe.sql.encode(), probe.params)  # no rows
+        except psycopg.Error as exc:
+            failure = DataError(f"PostgreSQL cannot read {table!r}: {exc}")
+        else:
+            return frozenset(d.name for d in cur.description or [])
+        raise failure
 
     def close(self) -> None:
         self._conn.close()

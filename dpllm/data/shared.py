@@ -37,7 +37,6 @@ from dpllm.data.queries import (
     Query,
     RatingHistogram,
     Scope,
-    out_of_range_error,
 )
 from dpllm.data.sql import SummaryKey, SummaryPlan
 
@@ -64,7 +63,6 @@ def plan_for(queries: Sequence[Query]) -> SummaryPlan:
     caps: list[int] = []
     means: list[sql.OutOfRange] = []
     hists: list[tuple[sql.OutOfRange, int]] = []
-    reject = False
     for q in queries:
         if not is_shareable(q):
             raise TypeError(f"{type(q).__name__} cannot be measured from the shared summary")
@@ -72,15 +70,12 @@ def plan_for(queries: Sequence[Query]) -> SummaryPlan:
             caps.append(q.max_records)
         elif type(q) is MeanRating:
             means.append(q.out_of_range)
-            reject |= q.out_of_range == "reject"
         elif type(q) is RatingHistogram:
             hists.append((q.out_of_range, q.max_records))
-            reject |= q.out_of_range == "reject"
     return SummaryPlan(
         record_caps=tuple(dict.fromkeys(caps)),
         mean_policies=tuple(dict.fromkeys(means)),
         histograms=tuple(dict.fromkeys(hists)),
-        out_of_range=reject,
     )
 
 
@@ -100,9 +95,7 @@ class SharedSummary:
         """The exact aggregate of ``query``, equal to ``query.measure(scope)``.
 
         Raises:
-            DataError: the query declares ``out_of_range='reject'`` and the
-                window holds a rating outside 1–5 (after the read: charged).
-            TypeError: the query is not shareable.
+            TypeError: the query is not shareable (never because of the data).
         """
         r = self.row
         if type(query) is FeedbackCount:
@@ -110,18 +103,12 @@ class SharedSummary:
         if type(query) is ActiveUsers:
             return Exact((r[("users",)],))
         if type(query) is MeanRating:
-            self._refuse(query.out_of_range)
             p = query.out_of_range
             return Exact((r[("mean_users", p)], r[("mean_milli", p)] / sql.MILLI))
         if type(query) is RatingHistogram:
-            self._refuse(query.out_of_range)
             p, m = query.out_of_range, query.max_records
             return Exact(tuple(r[("hist", p, m, k)] for k in range(1, 6)), RATING_LABELS)
         raise TypeError(f"{type(query).__name__} cannot be measured from the shared summary")
-
-    def _refuse(self, policy: sql.OutOfRange) -> None:
-        if policy == "reject" and self.row[("out_of_range",)]:
-            raise out_of_range_error()
 
 
 def measure_shared(queries: Sequence[Query], scope: Scope) -> SharedSummary:
@@ -145,5 +132,6 @@ def measure_shared(queries: Sequence[Query], scope: Scope) -> SharedSummary:
     stmt = sql.user_summary(
         scope.columns, scope.engine.dialect, scope.source, scope.start, scope.end, plan
     )
-    (row,) = scope.engine.fetch(stmt)
+    names = ", ".join(dict.fromkeys(q.name for q in queries))
+    (row,) = scope.engine.fetch(stmt, query=f"shared summary ({names})")
     return SharedSummary(dict(zip(plan.keys(), (int(v) for v in row), strict=True)))

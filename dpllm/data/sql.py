@@ -7,8 +7,16 @@ placeholders for every value that comes from a caller or the data (window
 bounds, course names, file paths). No SQL text is ever built from a raw user
 string.
 
-The contribution bounding happens inside the SQL, as per-user ``GROUP BY``
-reductions (no window sort over records):
+**The user key.** Every per-user reduction groups by one canonical key,
+:func:`user_key` = ``CAST(user AS TEXT)``, on every engine, and the rows that
+leave the SQL carry that same string, so Python code that bounds per user
+(courses, topics, keywords) groups by exactly the key the SQL groups by. SQLite
+types values per row: ``7`` (integer), ``'7'`` (text) and ``x'37'`` (blob) are
+one user, ``7.0`` (real) prints as ``'7.0'`` and is another — store user ids
+as text.
+
+Where the SQL bounds, it does so with per-user ``GROUP BY`` reductions (no
+window sort over records):
 
 * records per user are capped with ``CASE WHEN n < M THEN n ELSE M END``;
 * a rating histogram gives user *u* with ``n`` valid ratings, ``c_k`` of them
@@ -17,11 +25,20 @@ reductions (no window sort over records):
 * a mean rating reduces each user to their mean in integer milli-stars
   ``round(1000·Σr/n)``, so sums are exact integers on every engine.
 
+The per-course and per-topic bounds are applied in Python to per-user rows
+these statements return (:func:`course_counts`, :func:`user_texts`); see
+:mod:`dpllm.data.groups` and :mod:`dpllm.data.topics`.
+
 Ratings are read through one portable expression: NULL and NaN are ignored, a
 value is mapped to its nearest star (halves round up) using comparisons only,
-and a value outside 1–5 is clamped, dropped, or flagged for rejection as the
-query declares. Only comparisons and integer arithmetic are used, so SQLite,
-DuckDB and PostgreSQL return identical exact aggregates.
+and a value outside 1–5 is clamped (``clamp``) or excluded like a NULL
+(``reject``; ``drop`` is the same). No statement can fail because of a value in
+the records: comparisons, integer arithmetic with divisors that are never 0,
+casts to text, and — on DuckDB, whose text columns would otherwise be cast
+strictly — ``TRY_CAST`` of text ratings and timestamps (see
+:class:`~dpllm.data.engines.DuckDBEngine`). So SQLite, DuckDB and PostgreSQL
+return identical exact aggregates, and a query's outcome never depends on one
+record.
 """
 
 from __future__ import annotations
@@ -41,16 +58,21 @@ __all__ = [
     "Statement",
     "SummaryPlan",
     "quote_ident",
+    "user_key",
     "user_summary",
 ]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 OutOfRange = Literal["clamp", "drop", "reject"]
-"""What a query does with a rating outside 1–5: clamp it, drop it, or refuse the data."""
+"""What a query does with a rating outside 1–5: clamp it to 1 or 5 (``clamp``), or
+reject it as a record — excluded from the statistic like a NULL rating (``reject``;
+``drop`` is a synonym). Never an error: a query that failed because one user's
+rating is out of range would reveal that rating with certainty.
 
-REJECT_SENTINEL = -1
-"""Bucket value that marks an out-of-range rating under the ``reject`` policy."""
+.. versionchanged:: unreleased ``reject`` no longer refuses the data after the read."""
+
+POLICIES: tuple[OutOfRange, ...] = ("clamp", "drop", "reject")
 
 MILLI = 1000
 """Per-user means are carried in integer milli-stars."""
@@ -148,8 +170,11 @@ class Dialect(enum.StrEnum):
         if self is Dialect.SQLITE:
             return "0 = 1"
         if self is Dialect.DUCKDB:
-            return f"isnan(CAST({expr} AS DOUBLE))"
-        return f"(CAST({expr} AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION))"
+            return f"isnan(TRY_CAST({expr} AS DOUBLE))"
+        # As text: a cast to double precision overflows on a huge NUMERIC (an
+        # error that one record would cause); the text of NaN is 'NaN' for
+        # double precision, real and numeric alike, and no integer prints so.
+        return f"(CAST({expr} AS TEXT) = 'NaN')"
 
     def timestamp(self, expr: str) -> str:
         # SQLite has no timestamp type: normalise ISO-8601 text (with 'T' or an
@@ -181,17 +206,24 @@ def text(sql: str) -> Statement:
     return Statement(sql)
 
 
+def check_policy(policy: object) -> OutOfRange:
+    """``policy`` if it is an out-of-range policy, else a :class:`DataError` (before any read)."""
+    if policy not in POLICIES:
+        raise DataError(f"out_of_range must be 'clamp' or 'reject', got {policy!r}")
+    return policy
+
+
+def user_key(cols: ColumnMap) -> str:
+    """The canonical user key: ``CAST(user AS TEXT)``, the same in every query and engine."""
+    return f"CAST({cols.q('user')} AS TEXT)"
+
+
 def rating_bucket(cols: ColumnMap, dialect: Dialect, policy: OutOfRange) -> str:
-    """The portable expression mapping a raw rating to a star 1–5 (or NULL/sentinel)."""
+    """The portable expression mapping a raw rating to a star 1–5, or NULL (ignored)."""
     x = cols.q("rating")
-    if policy == "clamp":
-        outside = f"CASE WHEN {x} < 1 THEN 1 ELSE 5 END"
-    elif policy == "drop":
-        outside = "NULL"
-    elif policy == "reject":
-        outside = str(REJECT_SENTINEL)
-    else:
-        raise DataError(f"out_of_range must be 'clamp', 'drop' or 'reject', got {policy!r}")
+    outside = f"CASE WHEN {x} < 1 THEN 1 ELSE 5 END"
+    if check_policy(policy) != "clamp":
+        outside = "NULL"  # rejected as a record, like a NULL rating
     return (
         f"CASE WHEN {x} IS NULL OR {dialect.is_nan(x)} THEN NULL "
         f"WHEN {x} < 1 OR {x} > 5 THEN {outside} "
@@ -227,7 +259,7 @@ def records_and_users(
         text("SELECT COUNT(*) AS n FROM ")
         + source
         + window_filter(cols, dialect, start, end)
-        + text(f" GROUP BY {cols.q('user')}")
+        + text(f" GROUP BY {user_key(cols)}")
     )
     return (
         text(f"SELECT COUNT(*), COALESCE(SUM(CASE WHEN n < {m} THEN n ELSE {m} END), 0) FROM (")
@@ -245,18 +277,10 @@ def _rated_rows(
     policy: OutOfRange,
 ) -> Statement:
     return (
-        text(f"SELECT {cols.q('user')} AS u, {rating_bucket(cols, dialect, policy)} AS r FROM ")
+        text(f"SELECT {user_key(cols)} AS u, {rating_bucket(cols, dialect, policy)} AS r FROM ")
         + source
         + window_filter(cols, dialect, start, end)
     )
-
-
-def out_of_range_count(
-    cols: ColumnMap, dialect: Dialect, source: Statement, start: dt.datetime, end: dt.datetime
-) -> Statement:
-    """How many ratings in the window lie outside 1–5 (for the ``reject`` policy)."""
-    rows = _rated_rows(cols, dialect, source, start, end, "reject")
-    return text("SELECT COUNT(*) FROM (") + rows + text(f") AS x WHERE r = {REJECT_SENTINEL}")
 
 
 def mean_parts(
@@ -318,11 +342,12 @@ def course_counts(
     end: dt.datetime,
     courses: tuple[str, ...],
 ) -> Statement:
-    """Rows ``(user, course, records)`` for the public list of courses."""
+    """Rows ``(user key, course, records)`` for the public list of courses (unbounded:
+    the caller caps records and courses per user)."""
     course = cols.q("course")
     ph = ", ".join(dialect.placeholder for _ in courses)
     return (
-        text(f"SELECT CAST({cols.q('user')} AS TEXT), CAST({course} AS TEXT), COUNT(*) FROM ")
+        text(f"SELECT {user_key(cols)}, CAST({course} AS TEXT), COUNT(*) FROM ")
         + source
         + window_filter(cols, dialect, start, end)
         + Statement(f" AND CAST({course} AS TEXT) IN ({ph})", tuple(courses))
@@ -333,9 +358,9 @@ def course_counts(
 def user_texts(
     cols: ColumnMap, dialect: Dialect, source: Statement, start: dt.datetime, end: dt.datetime
 ) -> Statement:
-    """Rows ``(user, text)`` of the window (non-NULL texts)."""
+    """Rows ``(user key, text)`` of the window (non-NULL texts; the caller bounds per user)."""
     return (
-        text(f"SELECT CAST({cols.q('user')} AS TEXT), CAST({cols.q('text')} AS TEXT) FROM ")
+        text(f"SELECT {user_key(cols)}, CAST({cols.q('text')} AS TEXT) FROM ")
         + source
         + window_filter(cols, dialect, start, end)
         + text(f" AND {cols.q('text')} IS NOT NULL")
@@ -346,8 +371,7 @@ def user_texts(
 
 SummaryKey = tuple[object, ...]
 """Names one column of a summary row: ``("users",)``, ``("records", M)``,
-``("mean_users", policy)``, ``("mean_milli", policy)``, ``("hist", policy, M, k)``
-or ``("out_of_range",)``."""
+``("mean_users", policy)``, ``("mean_milli", policy)`` or ``("hist", policy, M, k)``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -358,7 +382,6 @@ class SummaryPlan:
         record_caps: the ``M`` of each ``Σ_u min(n_u, M)`` wanted.
         mean_policies: the out-of-range policy of each mean wanted.
         histograms: ``(policy, M)`` of each rating histogram wanted.
-        out_of_range: also count ratings outside 1–5 (the ``reject`` policy).
 
     The user count is always returned.
     """
@@ -366,7 +389,6 @@ class SummaryPlan:
     record_caps: tuple[int, ...] = ()
     mean_policies: tuple[OutOfRange, ...] = ()
     histograms: tuple[tuple[OutOfRange, int], ...] = ()
-    out_of_range: bool = False
 
     def keys(self) -> tuple[SummaryKey, ...]:
         """The columns of the summary row, in order."""
@@ -376,8 +398,6 @@ class SummaryPlan:
             keys += [("mean_users", p), ("mean_milli", p)]
         for p, m in self.histograms:
             keys += [("hist", p, m, k) for k in range(1, 6)]
-        if self.out_of_range:
-            keys.append(("out_of_range",))
         return tuple(keys)
 
 
@@ -387,7 +407,7 @@ def _star_cells(cols: ColumnMap, dialect: Dialect) -> dict[str, str]:
     ``in1``…``in5`` are the in-range stars (1 ≤ x ≤ 5, nearest star, halves up);
     ``lo1`` is ``x < 1.5`` (``in1`` plus everything below 1: star 1 when clamped)
     and ``hi5`` is ``x ≥ 4.5`` (``in5`` plus everything above 5: star 5 when
-    clamped); ``bad`` is ``x`` outside 1–5. NULL compares unknown, so it is in no
+    clamped). NULL compares unknown, so it is in no
     cell; NaN sorts above every number on DuckDB and PostgreSQL (SQLite stores
     it as NULL), so the cells that reach above 5 exclude it explicitly. Raw
     comparisons, no per-row CASE: the cells are counted with aggregate FILTERs.
@@ -402,19 +422,14 @@ def _star_cells(cols: ColumnMap, dialect: Dialect) -> dict[str, str]:
         "in4": f"{x} >= 3.5 AND {x} < 4.5",
         "in5": f"{x} >= 4.5 AND {x} <= 5",
         "hi5": f"{x} >= 4.5 AND {not_nan}",
-        "bad": f"({x} < 1 OR ({x} > 5 AND {not_nan}))",
     }
 
 
 def _policy_cells(policy: OutOfRange) -> tuple[str, ...]:
     """The cells whose counts are a user's ``c_1…c_5`` under ``policy``."""
-    if policy == "clamp":
+    if check_policy(policy) == "clamp":
         return ("lo1", "in2", "in3", "in4", "hi5")
-    if policy in ("drop", "reject"):
-        # Under 'reject' the query refuses any out-of-range rating, so when it
-        # answers at all its cells are the in-range ones (as 'drop').
-        return ("in1", "in2", "in3", "in4", "in5")
-    raise DataError(f"out_of_range must be 'clamp', 'drop' or 'reject', got {policy!r}")
+    return ("in1", "in2", "in3", "in4", "in5")  # out-of-range ratings are rejected
 
 
 def user_summary(
@@ -435,15 +450,13 @@ def user_summary(
     """
     policies = {*plan.mean_policies, *(p for p, _ in plan.histograms)}
     cells = sorted({c for p in policies for c in _policy_cells(p)})
-    if plan.out_of_range:
-        cells.append("bad")
     preds = _star_cells(cols, dialect) if cells else {}
     inner_cols = ["COUNT(*) AS n"] + [f"COUNT(*) FILTER (WHERE {preds[c]}) AS {c}" for c in cells]
     per_user = (
         text(f"SELECT {', '.join(inner_cols)} FROM ")
         + source
         + window_filter(cols, dialect, start, end)
-        + text(f" GROUP BY {cols.q('user')}")
+        + text(f" GROUP BY {user_key(cols)}")
     )
 
     def n_r(p: OutOfRange) -> str:
@@ -471,6 +484,4 @@ def user_summary(
             f"COALESCE(SUM({dialect.idiv(f'{cell} * {m}', denominator)}), 0)"
             for cell in _policy_cells(p)
         ]
-    if plan.out_of_range:
-        out.append("COALESCE(SUM(bad), 0)")
     return text(f"SELECT {', '.join(out)} FROM (") + per_user + text(") AS per_user")

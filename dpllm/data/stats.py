@@ -10,8 +10,17 @@ layer. For each ``(query, window)`` it
    confidence level);
 3. charges the ledger through :func:`~dpllm.ledger.base.release_once`
    (durable before anything is read; a cached release comes back at no cost);
-4. reads the data through the engine (contribution bounding in the SQL), adds
-   noise through the query's mechanism, stores the release, returns it.
+4. reads the data through the engine (contribution bounding in the SQL, or in
+   Python over per-user rows for courses and topics), adds noise through the
+   query's mechanisms, stores the release, returns it.
+
+No query fails because of a value in the records (an out-of-range rating is
+clamped or rejected as a record; see :mod:`dpllm.data.sql`), and an engine
+failure after the read carries no database text (:mod:`dpllm.data.engines`).
+
+A query whose release has δ > 0 (:class:`~dpllm.data.topics.NewKeywords`) is
+refused unless the caller passes ``accept_delta=True``: the ledger caps ε (or
+ρ), not δ.
 
 :meth:`StatsRunner.release_all` runs the shareable part of a set (count, active
 users, mean, histogram) as one batch: it charges every query of the batch
@@ -32,7 +41,9 @@ import secrets
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
+from types import MappingProxyType
 
+from dpllm.data.base import release_delta
 from dpllm.data.engines import Engine
 from dpllm.data.queries import (
     ActiveUsers,
@@ -55,6 +66,7 @@ from dpllm.release import Release
 from dpllm.windows import parse_week, week_bounds
 
 __all__ = [
+    "COURSE_FEEDBACK_EPSILON",
     "DEFAULT_EPSILONS",
     "StatsRunner",
     "default_catalogue",
@@ -62,15 +74,21 @@ __all__ = [
     "top_k",
 ]
 
-DEFAULT_EPSILONS: Mapping[str, float] = {
-    "feedback_count": 0.1,
-    "active_users": 0.1,
-    "mean_rating": 0.3,
-    "rating_histogram": 0.2,
-    "topic_counts": 0.3,
-    "course_feedback": 0.2,
-}
-"""ε per query of the default weekly catalogue (1.2 in total with courses, 1.0 without)."""
+DEFAULT_EPSILONS: Mapping[str, float] = MappingProxyType(
+    {
+        "feedback_count": 0.2,
+        "active_users": 0.2,
+        "mean_rating": 0.5,
+        "rating_histogram": 0.4,
+        "topic_counts": 0.3,
+    }
+)
+"""ε per query of the default weekly plan (1.6 in total): the single source of the
+default plan (``dpllm.config.DEFAULT_PLAN``, ``dpllm stats``, the server). The key
+figure, the mean rating, gets the most. Read-only."""
+
+COURSE_FEEDBACK_EPSILON = 0.2
+"""ε of the per-course breakdown, added to the catalogue when a course list is given."""
 
 
 def default_catalogue(
@@ -85,14 +103,15 @@ def default_catalogue(
         courses: the public course list; the per-course breakdown is included
             only when it is given.
         vocabulary: the public topic vocabulary.
-        epsilons: ε per query name (pure ε-DP).
+        epsilons: ε per query name (pure ε-DP); unnamed queries get
+            :data:`DEFAULT_EPSILONS` (and :data:`COURSE_FEEDBACK_EPSILON`).
 
     Returns:
         ``{name: query}``; keyword discovery (partition selection) is never in it.
 
     Privacy: the queries compose: the sum of their ε per user per window.
     """
-    e = dict(DEFAULT_EPSILONS)
+    e = {**DEFAULT_EPSILONS, "course_feedback": COURSE_FEEDBACK_EPSILON}
     e.update(epsilons)
     queries: list[Query] = [
         FeedbackCount(epsilon=e["feedback_count"]),
@@ -195,6 +214,24 @@ class StatsRunner:
                     f"unknown column {name!r} (mapped as {role}); the source has: {known}"
                 )
 
+    def _admit_delta(self, query: Query, accept_delta: bool) -> float:
+        """δ of ``query``'s release; refused (nothing charged) unless accepted."""
+        delta = release_delta(query)
+        if delta > 0 and not accept_delta:
+            raise InvalidPrivacyParameter(
+                f"query {query.name!r} is (ε, δ)-DP with δ = {delta:g} per user per window, and "
+                "the ledger caps ε (or ρ) but does not account δ: nothing would bound the δ "
+                "spent over releases. Pass accept_delta=True to release it anyway (δ is then "
+                "written into the charge's description and onto the release), or leave it out"
+            )
+        return delta
+
+    def _description(self, query: Query, delta: float) -> str:
+        text = f"{query.name} on {self._config.dataset_id}"
+        if delta > 0:
+            text += f"; δ = {delta:g} per user per window, accepted, not capped by the ledger"
+        return text
+
     def _scope(self, window: str) -> Scope:
         start, end = week_bounds(window)
         return Scope(self.engine, self.columns, window, start, end, self._salt)
@@ -208,8 +245,15 @@ class StatsRunner:
             noise=self._noise,
         )
 
-    def release(self, query: Query, window: str) -> Release:
+    def release(self, query: Query, window: str, *, accept_delta: bool = False) -> Release:
         """Release ``query`` for ``window`` (an ISO week key such as ``2026-W47``).
+
+        Args:
+            query: the query.
+            window: the ISO week key.
+            accept_delta: release a query whose release has δ > 0 although the
+                ledger does not account δ (δ goes into the charge's description
+                and onto the release).
 
         Returns:
             The stored release for this query id if there is one (no charge),
@@ -217,13 +261,18 @@ class StatsRunner:
 
         Raises:
             DataError: bad window, missing source or column (nothing charged), or
-                data the query refuses (after the read: charged).
+                an engine failure after the read (charged; no database text).
+            InvalidPrivacyParameter: δ > 0 and not ``accept_delta`` (nothing charged).
             BudgetExceeded: the pool cannot take the cost (nothing charged).
 
-        Privacy: ``query.cost`` per user in ``window``.
+        Privacy: ``query.cost`` per user in ``window`` (and its δ, if accepted).
+
+        .. versionchanged:: unreleased no query fails because of the data;
+           ``accept_delta``.
         """
         parse_week(window)
         self.check(query)
+        delta = self._admit_delta(query, accept_delta)
         scope = self._scope(window)
         query_id = self.query_id(query, window)
         cfg = self._config
@@ -235,11 +284,16 @@ class StatsRunner:
             cost=query.cost,
             compute=lambda: self._publish(query, query.measure(scope), query_id, window),
             analyst=cfg.analyst,
-            description=f"{query.name} on {cfg.dataset_id}",
+            description=self._description(query, delta),
         )
 
     def release_all(
-        self, queries: Mapping[str, Query], window: str, *, shared: bool = True
+        self,
+        queries: Mapping[str, Query],
+        window: str,
+        *,
+        shared: bool = True,
+        accept_delta: bool = False,
     ) -> dict[str, Release]:
         """Release each query for one window, each under its own charge.
 
@@ -249,11 +303,13 @@ class StatsRunner:
             shared: measure the shareable queries (count, active users, mean,
                 histogram; two or more of them) from one per-user pass; the
                 others, or all when ``False``, read the data one by one.
+            accept_delta: as in :meth:`release`, for every query of the set.
 
         Raises:
             DataError: bad window, missing source or column (nothing charged);
-                a ``reject`` query refusing the data (after the read: charged;
-                the batch's other releases are stored first).
+                an engine failure after the read (the batch stays charged).
+            InvalidPrivacyParameter: a query has δ > 0 and not ``accept_delta``
+                (nothing charged, for any query of the set).
             BudgetExceeded: a query of the batch does not fit (nothing charged
                 for the batch: its earlier charges are refunded, nothing read).
 
@@ -264,9 +320,13 @@ class StatsRunner:
         parse_week(window)
         for q in queries.values():
             self.check(q)
+            self._admit_delta(q, accept_delta)
         batch = {n: q for n, q in queries.items() if shared and is_shareable(q)}
         done = self._release_batch(batch, window) if len(batch) > 1 else {}
-        return {n: done[n] if n in done else self.release(q, window) for n, q in queries.items()}
+        return {
+            n: done[n] if n in done else self.release(q, window, accept_delta=accept_delta)
+            for n, q in queries.items()
+        }
 
     def _release_batch(self, queries: Mapping[str, Query], window: str) -> dict[str, Release]:
         """Charge every query, then read once, then noise and store each (see :meth:`release_all`)."""
@@ -287,7 +347,7 @@ class StatsRunner:
                         window=window,
                         cost=by_id[qid].cost,
                         analyst=cfg.analyst,
-                        description=f"{by_id[qid].name} on {cfg.dataset_id}",
+                        description=self._description(by_id[qid], 0.0),  # shareable: δ = 0
                     )
                 )
                 for qid in sorted(by_id)
@@ -300,17 +360,9 @@ class StatsRunner:
                 for qid in todo:
                     charges[qid].data_read()
                 summary = measure_shared([by_id[qid] for qid in todo], self._scope(window))
-                refused: DataError | None = None
                 for qid in todo:
-                    try:
-                        exact = summary.exact(by_id[qid])
-                    except DataError as exc:  # 'reject': stays charged, not released
-                        refused = refused or exc
-                        continue
-                    release = self._publish(by_id[qid], exact, qid, window)
+                    release = self._publish(by_id[qid], summary.exact(by_id[qid]), qid, window)
                     releases[qid] = self._store(charges[qid], release)
-                if refused is not None:
-                    raise refused
         return {name: releases[ids[name]] for name in queries}
 
     def _store(self, charge: Charge, release: Release) -> Release:
@@ -324,7 +376,9 @@ class StatsRunner:
             return stored
         return release
 
-    def trend(self, query: Query, windows: Sequence[str]) -> dict[str, Release]:
+    def trend(
+        self, query: Query, windows: Sequence[str], *, accept_delta: bool = False
+    ) -> dict[str, Release]:
         """The same query in several weeks, each charged to its own window.
 
         Privacy: ``query.cost`` per user *in each window*; a user present in all
@@ -334,7 +388,8 @@ class StatsRunner:
         for w in windows:
             parse_week(w)
         self.check(query)
-        return {w: self.release(query, w) for w in windows}
+        self._admit_delta(query, accept_delta)
+        return {w: self.release(query, w, accept_delta=accept_delta) for w in windows}
 
 
 def _half_width(release: Release, confidence: float) -> float:

@@ -11,6 +11,12 @@ Per user and window, a topic counts **at most once**, and at most ``L``
 keyed pseudo-random choice (HMAC with a secret salt), so no analyst can steer
 which. Keywords outside the vocabulary are released only through DP partition
 selection (:class:`NewKeywords`, off by default).
+
+**Where the bounds are applied: in Python.** The SQL
+(:func:`dpllm.data.sql.user_texts`) returns the window's ``(user key, text)``
+rows, unbounded; segmentation, the once-per-topic rule and the ``L`` limit run
+here, grouped by the same canonical user key the SQL produces. The rows stay
+inside the core; only the bounded counts reach a mechanism.
 """
 
 from __future__ import annotations
@@ -25,13 +31,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpllm.data import sql
-from dpllm.data.queries import Exact, Scope, _check_bound, _Priced, keyed_choice
+from dpllm.data.base import Exact, Scope, _check_bound, _Priced, keyed_choice
 from dpllm.errors import ConfigError, InvalidPrivacyParameter
 from dpllm.privacy.mechanisms import DiscreteLaplace, Mechanism, make_release, permute_and_flip
 from dpllm.privacy.noise import NoiseSource, SecureNoise
 from dpllm.release import Cost, Release
 
 __all__ = [
+    "DEFAULT_MAX_TOPICS",
     "DEFAULT_VOCABULARY",
     "NewKeywords",
     "Topic",
@@ -41,6 +48,10 @@ __all__ = [
 ]
 
 _WORD = re.compile(r"\w+")
+
+DEFAULT_MAX_TOPICS = 3
+"""L, topics counted per user per window: the config's default
+(``[bounds] max_topics_per_user``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,18 +174,24 @@ DEFAULT_VOCABULARY = Vocabulary(
 """A public vocabulary for course feedback (matches the demo data)."""
 
 
-def _user_topics(vocabulary: Vocabulary, scope: Scope, limit: int) -> dict[str, list[str]]:
-    """Each user's topics in the window: each at most once, at most ``limit`` (keyed)."""
+def _user_topics(
+    vocabulary: Vocabulary, scope: Scope, limit: int, query: str
+) -> dict[str, list[str]]:
+    """Each user's topics in the window: each at most once, at most ``limit`` (keyed).
+
+    Keyed by the canonical user key, as the SQL returns it.
+    """
     stmt = sql.user_texts(scope.columns, scope.engine.dialect, scope.source, scope.start, scope.end)
     found: dict[str, set[str]] = defaultdict(set)
-    for user, text in scope.engine.fetch(stmt):
-        found[str(user)] |= vocabulary.topics_in(str(text))
+    for user, text in scope.engine.fetch(stmt, query=query):
+        found[user] |= vocabulary.topics_in(text)
     return {u: keyed_choice(scope.salt, u, ts, limit) for u, ts in found.items() if ts}
 
 
-def _topic_scores(vocabulary: Vocabulary, scope: Scope, limit: int) -> Exact:
+def _topic_scores(vocabulary: Vocabulary, scope: Scope, limit: int, query: str) -> Exact:
+    limit = min(limit, len(vocabulary.topics))
     counts: Counter[str] = Counter()
-    for topics in _user_topics(vocabulary, scope, limit).values():
+    for topics in _user_topics(vocabulary, scope, limit, query).values():
         counts.update(topics)
     return Exact(tuple(counts[n] for n in vocabulary.names), vocabulary.names)
 
@@ -183,8 +200,10 @@ def _topic_scores(vocabulary: Vocabulary, scope: Scope, limit: int) -> Exact:
 class TopicCounts(_Priced):
     """Number of users mentioning each topic of the public vocabulary.
 
-    Bounds: a user counts a topic at most once per window and counts at most
-    ``max_topics`` (L) topics (keyed choice when they mention more).
+    Bounds, applied in Python to the SQL's ``(user key, text)`` rows: a user
+    counts a topic at most once per window and counts at most
+    ``L = min(max_topics, topics in the vocabulary)`` topics (keyed choice when
+    they mention more).
 
     Sensitivity: one user's vector is 0/1 with at most L ones: L1 ≤ L, L2 ≤ √L.
 
@@ -194,26 +213,22 @@ class TopicCounts(_Priced):
     """
 
     vocabulary: Vocabulary = DEFAULT_VOCABULARY
-    max_topics: int = 3
+    max_topics: int = DEFAULT_MAX_TOPICS
     name: str = "topic_counts"
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_bound("max_topics", self.max_topics, upper=len(self.vocabulary.topics))
+        _check_bound("max_topics", self.max_topics)
 
-    @property
-    def _mech(self) -> Mechanism:
-        return self._mechanism(l1=self.max_topics, l2=math.sqrt(self.max_topics))
-
-    @property
-    def cost(self) -> Cost:
-        return self._mech.cost
+    def mechanisms(self) -> tuple[Mechanism, ...]:
+        lim = min(self.max_topics, len(self.vocabulary.topics))
+        return (self._mechanism(l1=lim, l2=math.sqrt(lim)),)
 
     def columns_needed(self) -> tuple[str, ...]:
         return ("user", "timestamp", "text")
 
     def measure(self, scope: Scope) -> Exact:
-        return _topic_scores(self.vocabulary, scope, self.max_topics)
+        return _topic_scores(self.vocabulary, scope, self.max_topics, self.name)
 
     def publish(
         self,
@@ -224,8 +239,9 @@ class TopicCounts(_Priced):
         confidence: float,
         noise: NoiseSource | None,
     ) -> Release:
+        (mech,) = self.mechanisms()
         return make_release(
-            self._mech,
+            mech,
             exact.values,
             name=self.name,
             fingerprint=fingerprint,
@@ -243,7 +259,8 @@ class TopicCounts(_Priced):
 class TopTopics(_Priced):
     """The k most-mentioned topics, selected without releasing any count.
 
-    Scores are the bounded per-topic user counts of :class:`TopicCounts`.
+    Scores are the bounded per-topic user counts of :class:`TopicCounts`
+    (bounded in Python, as there).
 
     Sensitivity: adding or removing one user changes each score by at most 1
     (a user counts a topic at most once), all in the same direction (monotonic).
@@ -255,7 +272,7 @@ class TopTopics(_Priced):
 
     vocabulary: Vocabulary = DEFAULT_VOCABULARY
     k: int = 3
-    max_topics: int = 3
+    max_topics: int = DEFAULT_MAX_TOPICS
     name: str = "top_topics"
 
     def __post_init__(self) -> None:
@@ -263,7 +280,11 @@ class TopTopics(_Priced):
         if self.epsilon is None:
             raise InvalidPrivacyParameter("TopTopics is pure ε-DP: give epsilon=, not rho=")
         _check_bound("k", self.k, upper=len(self.vocabulary.topics))
-        _check_bound("max_topics", self.max_topics, upper=len(self.vocabulary.topics))
+        _check_bound("max_topics", self.max_topics)
+
+    def mechanisms(self) -> tuple[Mechanism, ...]:
+        """None: permute-and-flip selects labels, it adds no noise to a value."""
+        return ()
 
     @property
     def cost(self) -> Cost:
@@ -274,7 +295,7 @@ class TopTopics(_Priced):
         return ("user", "timestamp", "text")
 
     def measure(self, scope: Scope) -> Exact:
-        return _topic_scores(self.vocabulary, scope, self.max_topics)
+        return _topic_scores(self.vocabulary, scope, self.max_topics, self.name)
 
     def publish(
         self,
@@ -317,8 +338,9 @@ class NewKeywords(_Priced):
     Off by default (not in the default catalogue): the set of released words
     depends on the data, which is why it costs δ as well as ε.
 
-    Bounds: each user contributes at most ``max_keywords`` (L) distinct words per
-    window, each once (keyed choice when more). Words with a digit, shorter
+    Bounds, applied in Python to the SQL's ``(user key, text)`` rows: each user
+    contributes at most ``max_keywords`` (L) distinct words per window, each
+    once (keyed choice when more). Words with a digit, shorter
     than two characters, or already in the vocabulary are never candidates.
 
     Sensitivity and threshold: counts get discrete Laplace noise of scale
@@ -328,8 +350,10 @@ class NewKeywords(_Priced):
     ``P(Z ≥ τ−1) ≤ e^{−(τ−1)/b} ≤ δ/L``; at most L such words exist, so the
     selection is (ε, δ)-DP (Korolova et al. 2009; Wilson et al. 2020, §3).
 
-    Privacy: (ε, δ)-DP per user per window; the ledger is charged ε and the
-    release records δ.
+    Privacy: (ε, δ)-DP per user per window. The ledger caps ε only; δ is not
+    accounted by it, so :class:`~dpllm.data.stats.StatsRunner` refuses this
+    query unless the caller passes ``accept_delta=True`` (δ then goes into the
+    charge's description and onto the release).
     """
 
     delta: float = 1e-6
@@ -350,14 +374,14 @@ class NewKeywords(_Priced):
         assert self.epsilon is not None
         return DiscreteLaplace(epsilon=self.epsilon, sensitivity=self.max_keywords)
 
+    def mechanisms(self) -> tuple[Mechanism, ...]:
+        """The counts' noise (the threshold then selects; δ is not in the cost)."""
+        return (self._mech,)
+
     @property
     def threshold(self) -> float:
         b = self._mech.scale
         return 1.0 + math.ceil(b * math.log(self.max_keywords / self.delta))
-
-    @property
-    def cost(self) -> Cost:
-        return self._mech.cost
 
     def columns_needed(self) -> tuple[str, ...]:
         return ("user", "timestamp", "text")
@@ -368,10 +392,10 @@ class NewKeywords(_Priced):
             scope.columns, scope.engine.dialect, scope.source, scope.start, scope.end
         )
         words: dict[str, set[str]] = defaultdict(set)
-        for user, text in scope.engine.fetch(stmt):
-            for w in self.vocabulary.tokens(str(text)):
+        for user, text in scope.engine.fetch(stmt, query=self.name):
+            for w in self.vocabulary.tokens(text):
                 if len(w) >= 2 and w not in known and not any(ch.isdigit() for ch in w):
-                    words[str(user)].add(w)
+                    words[user].add(w)
         counts: Counter[str] = Counter()
         for user, ws in words.items():
             counts.update(keyed_choice(scope.salt, user, ws, self.max_keywords))

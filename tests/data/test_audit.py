@@ -42,7 +42,7 @@ def test_count_query_audit(tmp_path: Path) -> None:
     e0, e1 = _neighbours(tmp_path, query, 5.0)
     assert e1.values[0] - e0.values[0] == 5  # the bound bites: 50 records count as 5
     result = audit_mechanism(
-        query._mech, e0.values[0], e1.values[0], n_select=N_SELECT, n_estimate=N_ESTIMATE
+        query.mechanisms()[0], e0.values[0], e1.values[0], n_select=N_SELECT, n_estimate=N_ESTIMATE
     )
     assert result.passed, result.describe()
     assert result.empirical_epsilon > 0.5, result.describe()  # the audit has power
@@ -51,7 +51,7 @@ def test_count_query_audit(tmp_path: Path) -> None:
 def test_mean_query_audit(tmp_path: Path) -> None:
     query = MeanRating(epsilon=1.0)
     e0, e1 = _neighbours(tmp_path, query, 1.0)  # the newcomer pulls the mean down by 2
-    count_mech, sum_mech = query._mechs()
+    count_mech, sum_mech = query.mechanisms()
     source = SeededNoise(5)
 
     def sampler(exact: Exact):  # type: ignore[no-untyped-def]

@@ -20,12 +20,12 @@ def test_demo_then_stats_then_cached_rerun(tmp_path: Path) -> None:
     first = runner.invoke(app, [*args, "--json"])
     assert first.exit_code == 0, first.output
     payload = json.loads(first.output)
-    assert payload["_budget"]["spent_micro"] == 1_000_000  # default catalogue without courses
+    assert payload["_budget"]["spent_micro"] == 1_600_000  # default catalogue without courses
     assert {"mean_rating", "rating_histogram", "share_high", "topic_counts"} <= set(payload)
     again = json.loads(runner.invoke(app, [*args, "--json"]).output)
     assert again == payload  # cached: same releases, nothing charged again
     table = runner.invoke(app, [*args, "--query", "mean_rating"])
-    assert table.exit_code == 0 and "mean_rating" in table.output and "ε spent 1" in table.output
+    assert table.exit_code == 0 and "mean_rating" in table.output and "ε spent 1.6" in table.output
 
 
 def test_stats_errors(tmp_path: Path) -> None:

@@ -113,8 +113,9 @@ def test_sqlite_never_creates_or_writes(tmp_path: Path, records: list) -> None: 
     from dpllm.data.sql import Statement
 
     engine = SQLiteEngine(write_sqlite(tmp_path / "f.db", records))
-    with pytest.raises(DataError, match="readonly|read-only"):
+    with pytest.raises(DataError, match="OperationalError"):
         engine.fetch(Statement("DELETE FROM feedback"))
+    assert engine.fetch(Statement("SELECT COUNT(*) FROM feedback")) == [(len(records),)]
 
 
 def test_unknown_table_and_columns(tmp_path: Path, records: list) -> None:  # type: ignore[type-arg]
@@ -150,10 +151,159 @@ def test_postgres_errors_are_data_errors(pg_dsn: str) -> None:
     ],
 )
 def test_injection_in_identifiers_is_refused(name: str) -> None:
-    from dpllm.data.sql import ColumnMap
+    from dpllm.data.sql import ColumnMap, quote_ident
 
     for field in ("table", "user", "rating", "text", "timestamp", "course"):
         with pytest.raises(UnsafeIdentifier):
             ColumnMap(**{field: name})
     with pytest.raises(UnsafeIdentifier):
-        SQLiteEngine.relation(None, name)  # type: ignore[arg-type]
+        quote_ident(name)
+
+
+# -- engine errors never carry records; no record can fail a query -----------------------
+
+VICTIM_LINE = "victim,n/a,ok,2026-11-17 10:00:00,algebra"
+
+
+def _csv(path: Path, lines: list[str]) -> Path:
+    path.write_text("user_id,rating,text,ts,course\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _assert_withheld(exc: DataError, secret: str, caplog: pytest.LogCaptureFixture) -> None:
+    from dpllm.data.engines import DETAIL_LOGGER
+
+    message = str(exc)
+    assert secret not in message and "incident" in message and "withheld" in message
+    # Nothing attached that a printed traceback would show.
+    assert exc.__cause__ is None and exc.__context__ is None
+    incident = message.split("incident ")[1].split(")")[0]
+    detail = [r for r in caplog.records if r.name == DETAIL_LOGGER]
+    assert detail and all(r.levelname == "DEBUG" for r in detail)
+    assert incident in detail[-1].getMessage() and secret in detail[-1].getMessage()
+
+
+def test_duckdb_errors_after_the_read_withhold_the_database_text(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from dpllm.data.engines import DETAIL_LOGGER
+    from dpllm.data.sql import Statement
+
+    csv = _csv(tmp_path / "f.csv", ["alice,4,fine,2026-11-16 09:00:00,algebra", VICTIM_LINE])
+    engine = DuckDBEngine(csv)
+    # A strict read (what read_csv_auto did when it sniffed an INTEGER column):
+    # DuckDB's conversion error quotes the whole input line.
+    strict = Statement(
+        "SELECT SUM(rating) FROM read_csv(?, header = true, columns = {'user_id': 'VARCHAR', "
+        "'rating': 'INTEGER', 'text': 'VARCHAR', 'ts': 'VARCHAR', 'course': 'VARCHAR'})",
+        (str(csv),),
+    )
+    caplog.set_level(logging.DEBUG, logger=DETAIL_LOGGER)
+    with pytest.raises(DataError) as info:
+        engine.fetch(strict, query="feedback_count")
+    assert "'feedback_count'" in str(info.value) and "DuckDB" in str(info.value)
+    _assert_withheld(info.value, "victim", caplog)
+
+
+def test_sqlite_errors_after_the_read_withhold_the_database_text(
+    tmp_path: Path,
+    records: list,
+    caplog: pytest.LogCaptureFixture,  # type: ignore[type-arg]
+) -> None:
+    import logging
+
+    from dpllm.data.engines import DETAIL_LOGGER
+    from dpllm.data.sql import Statement
+
+    engine = SQLiteEngine(write_sqlite(tmp_path / "f.db", records))
+    caplog.set_level(logging.DEBUG, logger=DETAIL_LOGGER)
+    # An error message built from a record's value.
+    with pytest.raises(DataError) as info:
+        engine.fetch(Statement("SELECT json(text) FROM feedback WHERE user_id = 'u1'"), query="q")
+    _assert_withheld(info.value, "malformed JSON", caplog)
+
+
+@pytest.mark.postgres
+def test_postgres_errors_after_the_read_withhold_the_database_text(
+    pg_dsn: str,
+    records: list,  # type: ignore[type-arg]
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+
+    from dpllm.data.engines import DETAIL_LOGGER
+    from dpllm.data.sql import Statement
+
+    write_pg(pg_dsn, records)
+    caplog.set_level(logging.DEBUG, logger=DETAIL_LOGGER)
+    with PostgresEngine(pg_dsn) as engine, pytest.raises(DataError) as info:
+        # 'invalid input syntax for type integer: "u…"' quotes a user id.
+        engine.fetch(Statement("SELECT SUM(CAST(user_id AS INTEGER)) FROM feedback"), query="q")
+    _assert_withheld(info.value, '"u', caplog)
+
+
+def test_a_malformed_csv_value_cannot_fail_a_query(tmp_path: Path) -> None:
+    """Bad ratings, times and lines in one user's records: every query still answers,
+    and a malformed rating is ignored like a NULL one (the same aggregates as SQLite
+    holding NULL there)."""
+    import datetime as dt
+
+    from tests.data._helpers import MONDAY, Rec
+
+    good = [
+        Rec(f"u{i}", float(1 + i % 5), "老师讲解很清楚 homework", MONDAY + dt.timedelta(hours=i), c)
+        for i, c in enumerate(COURSES * 3)
+    ]
+    lines = [f"{r.user},{r.rating},{r.text},{r.ts:%Y-%m-%d %H:%M:%S},{r.course}" for r in good]
+    bad = [
+        VICTIM_LINE,  # rating 'n/a': NULL
+        "victim,4,late,not a time,algebra",  # timestamp that does not parse: in no week
+        "victim,4,x,2026-11-17 10:00:00,algebra,extra,fields",  # malformed line: skipped
+        "victim,3,short",  # too few fields: padded with NULLs, no timestamp, in no week
+    ]
+    # An unterminated quote hides the lines after it (CSV itself), so it goes last.
+    csv = _csv(tmp_path / "f.csv", [*lines[:3], *bad, *lines[3:], 'victim,"5,unterminated'])
+    null_rating = Rec("victim", None, "ok", MONDAY + dt.timedelta(days=1, hours=10), "algebra")
+    sqlite = exact_all(SQLiteEngine(write_sqlite(tmp_path / "f.db", [*good, null_rating])))
+    assert exact_all(DuckDBEngine(csv)) == sqlite
+
+
+def test_duckdb_text_columns_are_read_without_failing(tmp_path: Path) -> None:
+    """A .duckdb table whose rating and time columns are VARCHAR (values that do not parse)."""
+    import duckdb
+
+    path = tmp_path / "t.duckdb"
+    conn = duckdb.connect(str(path))
+    conn.execute(
+        "CREATE TABLE feedback (user_id VARCHAR, rating VARCHAR, text VARCHAR, ts VARCHAR, "
+        "course VARCHAR)"
+    )
+    conn.execute(
+        "INSERT INTO feedback VALUES ('a', '4', 'x', '2026-11-16 10:00:00', 'algebra'), "
+        "('b', 'n/a', 'x', '2026-11-16 11:00:00', 'algebra'), "
+        "('c', '5', 'x', 'yesterday', 'algebra')"
+    )
+    conn.close()
+    start, end = week_bounds(WEEK)
+    scope = Scope(DuckDBEngine(path), COLUMNS, WEEK, start, end, b"s")
+    assert FeedbackCount(epsilon=1.0).measure(scope).values == (2,)
+    assert MeanRating(epsilon=1.0).measure(scope).values == (1, 1.0)  # a's 4, centred
+
+
+def test_undecodable_sqlite_text_cannot_fail_a_query(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = write_sqlite(tmp_path / "f.db", [])
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "INSERT INTO feedback VALUES (?, 4, ?, '2026-11-16 10:00:00', 'algebra')",
+        (b"\xff\xfeuser", b"\xff homework \xfe"),
+    )
+    conn.commit()
+    conn.close()
+    start, end = week_bounds(WEEK)
+    scope = Scope(SQLiteEngine(path), COLUMNS, WEEK, start, end, b"s")
+    assert TopicCounts(epsilon=1.0).measure(scope).values[2] == 1  # homework
+    assert NewKeywords(epsilon=1.0).measure(scope).values == ()

@@ -94,7 +94,8 @@ def test_one_user_moves_each_aggregate_by_at_most_its_sensitivity(seed: int, rem
 
 def test_the_mechanisms_use_the_stated_sensitivities() -> None:
     for query, l1, _ in CASES[:-1]:
-        assert query._mech.sensitivity == l1  # type: ignore[attr-defined]
+        (mech,) = query.mechanisms()
+        assert mech.sensitivity == l1  # type: ignore[attr-defined]
     rho_cases = [
         (FeedbackCount(rho=0.5, max_records=M), M),
         (RatingHistogram(rho=0.5, max_records=M), M),
@@ -102,8 +103,50 @@ def test_the_mechanisms_use_the_stated_sensitivities() -> None:
         (TopicCounts(rho=0.5, max_topics=L), math.sqrt(L)),
     ]
     for query, l2 in rho_cases:
-        assert query._mech.sensitivity == l2  # type: ignore[attr-defined]
-    count, total = MEAN._mechs()
+        (mech,) = query.mechanisms()
+        assert mech.sensitivity == l2  # type: ignore[attr-defined]
+    count, total = MEAN.mechanisms()
     assert count.sensitivity == 1  # type: ignore[attr-defined]
     assert total.sensitivity == 2  # type: ignore[attr-defined]
     assert MEAN.cost == count.cost + total.cost
+
+
+def _untyped_sqlite(path: Path, recs: list[Rec], ids: list[object]) -> Path:
+    """Like ``write_sqlite``, but the user column has no type affinity, so SQLite
+    keeps each id's own storage class (integer 7, text '7', blob x'37')."""
+    import sqlite3
+
+    write_sqlite(path, [])
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE feedback")
+    conn.execute("CREATE TABLE feedback (user_id, rating REAL, text TEXT, ts TEXT, course TEXT)")
+    conn.executemany(
+        "INSERT INTO feedback VALUES (?, ?, ?, ?, ?)",
+        [
+            (uid, r.rating, r.text, r.ts.strftime("%Y-%m-%d %H:%M:%S"), r.course)
+            for uid, r in zip(ids, recs, strict=True)
+        ],
+    )
+    conn.commit()
+    conn.close()
+    return path
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_a_user_stored_under_mixed_types_is_one_user(seed: int) -> None:
+    """One user whose id SQLite stores as 7, '7' and x'37' moves each aggregate by at
+    most its stated sensitivity: every query groups by the same key, CAST(user AS TEXT)."""
+    rng = random.Random(seed)
+    base = [r for r in random_records(rng, users=rng.randint(0, 8), heavy=1) if r.user]
+    newcomer = _heavy(rng, "7")
+    forms: list[object] = [7, "7", b"7"]
+    ids = [forms[i % 3] for i in range(len(newcomer))]
+    with tempfile.TemporaryDirectory() as tmp:
+        d0 = _untyped_sqlite(Path(tmp) / "d0.db", base, [r.user for r in base])
+        d1 = _untyped_sqlite(Path(tmp) / "d1.db", base + newcomer, [r.user for r in base] + ids)
+        before, after = _exact(d0), _exact(d1)
+    _check(before, after)
+    # ActiveUsers moves by exactly one: the three storage forms are one user key.
+    active = [q.name for q, _, _ in CASES].index("active_users")
+    assert after[active].values[0] - before[active].values[0] == 1

@@ -22,7 +22,7 @@ from dpllm.data.queries import (
     Scope,
 )
 from dpllm.data.shared import is_shareable, measure_shared, plan_for
-from dpllm.data.sql import Statement
+from dpllm.data.sql import ColumnMap, Statement
 from dpllm.data.stats import StatsRunner
 from dpllm.data.topics import TopicCounts
 from dpllm.errors import BudgetExceeded, DataError
@@ -116,10 +116,12 @@ def test_shared_summary_equals_the_per_query_sql_on_every_engine(
     finally:
         for e in engines.values():
             e.close()  # type: ignore[attr-defined]
-    # Not vacuous: the week has data, bounds bite, and 'reject' refuses it.
+    # Not vacuous: the week has data and bounds bite; 'reject' excludes the
+    # out-of-range ratings exactly as 'drop' does, and nothing is refused.
     week = outcomes["sqlite", WEEK]
     assert week[0][0] < week[1][0]  # type: ignore[index]
-    assert str(week[5]).startswith("DataError") and str(week[8]).startswith("DataError")
+    assert week[5] == week[4] != week[3]
+    assert not any(str(v).startswith("DataError") for v in week)
 
 
 @settings(max_examples=25, deadline=None)
@@ -151,7 +153,7 @@ def test_only_the_exact_query_types_share() -> None:
         with pytest.raises(TypeError):
             plan_for([q])
     plan = plan_for([FeedbackCount(epsilon=1.0), FeedbackCount(epsilon=2.0), *SHARED])
-    assert plan.record_caps == (5, 3) and plan.out_of_range
+    assert plan.record_caps == (5, 3)
 
 
 def test_the_summary_hides_its_numbers() -> None:
@@ -174,12 +176,12 @@ class Spy:
     def dialect(self):  # type: ignore[no-untyped-def]
         return self.inner.dialect
 
-    def relation(self, table: str) -> Statement:
-        return self.inner.relation(table)
+    def relation(self, columns: ColumnMap) -> Statement:
+        return self.inner.relation(columns)
 
-    def fetch(self, statement: Statement) -> list[tuple[object, ...]]:
+    def fetch(self, statement: Statement, *, query: str = "?") -> list[tuple[object, ...]]:
         self.fetches += 1
-        return self.inner.fetch(statement)
+        return self.inner.fetch(statement, query=query)
 
     def column_names(self, table: str) -> frozenset[str]:
         return self.inner.column_names(table)
@@ -282,17 +284,21 @@ def test_one_charge_per_query_id_in_a_batch(tmp_path: Path, data: Path) -> None:
     assert ledger.balance("stats", WEEK).spent == q.cost.micro + 100_000
 
 
-def test_reject_in_a_batch_stores_the_others_and_stays_charged(tmp_path: Path, data: Path) -> None:
+def test_reject_in_a_batch_releases_everything(tmp_path: Path, data: Path) -> None:
+    # The fixture week holds ratings such as 0, 6 and 9.5: 'reject' excludes them
+    # as records (like NULLs) and every query of the batch is released and stored.
     ledger = _ledger(tmp_path / "ledger.db")
-    queries = {**WEEKLY, "strict": RatingHistogram(epsilon=0.2, out_of_range="reject")}
+    queries = {
+        **WEEKLY,
+        "strict": RatingHistogram(epsilon=0.2, out_of_range="reject"),
+        "strict_mean": MeanRating(epsilon=0.2, out_of_range="reject"),
+    }
     runner = _runner(SQLiteEngine(data), ledger)
-    with pytest.raises(DataError, match="outside 1–5"):
-        runner.release_all(queries, WEEK)
-    assert ledger.balance("stats", WEEK).spent == sum(q.cost.micro for q in queries.values())
-    for name, q in queries.items():
-        stored = ledger.get_release(runner.query_id(q, WEEK))
-        assert (stored is None) == (name == "strict")
-    assert [c.query_id for c in ledger.unreleased()] == [runner.query_id(queries["strict"], WEEK)]
+    out = runner.release_all(queries, WEEK)
+    assert set(out) == set(queries)
+    for q in queries.values():
+        assert ledger.get_release(runner.query_id(q, WEEK)) is not None
+    assert list(ledger.unreleased()) == []
 
 
 def test_failures_before_the_read_charge_nothing_in_a_batch(tmp_path: Path, data: Path) -> None:

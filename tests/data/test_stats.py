@@ -124,13 +124,15 @@ def test_budget_exceeded_charges_nothing(data: Path, ledger: SQLiteLedger) -> No
     assert spent(ledger) == 0
 
 
-def test_reject_policy_fails_after_the_read_and_stays_charged(
+def test_reject_policy_releases_and_excludes_out_of_range_ratings(
     data: Path, ledger: SQLiteLedger
 ) -> None:
-    # The fixture data holds ratings such as 0, 6 and 9.5 in this week.
-    with pytest.raises(DataError, match="outside 1–5"):
-        runner(data, ledger).release(MeanRating(epsilon=0.5, out_of_range="reject"), WEEK)
-    assert spent(ledger) == 500_000  # a data-dependent failure is itself a signal
+    # The fixture data holds ratings such as 0, 6 and 9.5 in this week. A query
+    # that failed on them would reveal one user's rating with certainty (ε = ∞
+    # for that bit): 'reject' excludes them as records instead.
+    rel = runner(data, ledger).release(MeanRating(epsilon=0.5, out_of_range="reject"), WEEK)
+    assert 1.0 <= rel.value <= 5.0
+    assert spent(ledger) == 500_000
 
 
 def test_null_nan_and_out_of_range_ratings(tmp_path: Path, ledger: SQLiteLedger) -> None:
@@ -157,6 +159,10 @@ def test_null_nan_and_out_of_range_ratings(tmp_path: Path, ledger: SQLiteLedger)
     assert [round(v) for v in hist.values] == [1, 0, 1, 0, 1]
     dropped = r.release(RatingHistogram(epsilon=1000.0, out_of_range="drop"), WEEK)
     assert [round(v) for v in dropped.values] == [0, 0, 1, 0, 0]
+    rejected = r.release(RatingHistogram(epsilon=1000.0, out_of_range="reject"), WEEK)
+    assert [round(v) for v in rejected.values] == [0, 0, 1, 0, 0]  # rejected as records
+    mean = r.release(MeanRating(epsilon=1000.0, out_of_range="reject"), WEEK)
+    assert round(mean.value, 1) == 3.0  # only e's rating counts
 
 
 def test_query_ids_differ_by_dataset_and_window(data: Path, ledger: SQLiteLedger) -> None:
@@ -167,3 +173,70 @@ def test_query_ids_differ_by_dataset_and_window(data: Path, ledger: SQLiteLedger
     assert len(ids) == 3
     assert a.query_id(q, WEEK) == a.query_id(FeedbackCount(epsilon=0.5), WEEK)
     assert hash(q) == hash(FeedbackCount(epsilon=0.5))
+
+
+def test_a_delta_query_is_refused_unless_accepted(data: Path, ledger: SQLiteLedger) -> None:
+    from dpllm.data.topics import NewKeywords
+    from dpllm.errors import InvalidPrivacyParameter
+
+    q = NewKeywords(epsilon=0.5, delta=1e-6)
+    r = runner(data, ledger)
+    for call in (
+        lambda: r.release(q, WEEK),
+        lambda: r.release_all({"kw": q, "count": FeedbackCount(epsilon=0.1)}, WEEK),
+        lambda: r.trend(q, [WEEK]),
+    ):
+        with pytest.raises(InvalidPrivacyParameter, match="does not account δ.*accept_delta=True"):
+            call()
+    assert spent(ledger) == 0  # refused before any charge, for the whole set
+    rel = r.release(q, WEEK, accept_delta=True)
+    assert rel.delta == 1e-6 and rel.cost == Cost.pure(0.5)
+    assert spent(ledger) == 500_000
+    charges = [e.detail for e in ledger.history() if e.event == "charge"]
+    assert any("δ = 1e-06" in d and "not capped by the ledger" in d for d in charges)
+    # Pure queries need no acceptance, and their descriptions carry no δ.
+    r.release(FeedbackCount(epsilon=0.1), WEEK)
+    details = [e.detail for e in ledger.history() if e.event == "charge"]
+    assert sum("δ" in d for d in details) == 1
+
+
+def test_query_defaults_are_the_config_defaults() -> None:
+    from dpllm.config import BoundsSettings
+    from dpllm.data.queries import CourseBreakdown
+    from dpllm.data.topics import TopicCounts
+
+    b = BoundsSettings()
+    assert FeedbackCount(epsilon=1.0).max_records == b.max_records_per_user
+    assert RatingHistogram(epsilon=1.0).max_records == b.max_records_per_user
+    course = CourseBreakdown(epsilon=1.0, courses=("a", "b"))
+    assert (course.max_courses, course.max_records) == (
+        b.max_courses_per_user,
+        b.max_records_per_user,
+    )
+    # Fewer courses than the bound: a user counts in at most all of them.
+    assert course.mechanisms()[0].sensitivity == 2 * b.max_records_per_user  # type: ignore[attr-defined]
+    assert TopicCounts(epsilon=1.0).max_topics == b.max_topics_per_user
+    assert MeanRating(epsilon=1.0).out_of_range == b.out_of_range
+
+
+def test_every_query_exposes_its_mechanisms() -> None:
+    from dpllm.data.queries import ActiveUsers, CourseBreakdown
+    from dpllm.data.topics import NewKeywords, TopicCounts, TopTopics
+
+    for q in (
+        FeedbackCount(epsilon=0.2),
+        ActiveUsers(epsilon=0.2),
+        MeanRating(epsilon=0.2),
+        RatingHistogram(rho=0.2),
+        CourseBreakdown(epsilon=0.2, courses=COURSES),
+        TopicCounts(epsilon=0.2),
+        NewKeywords(epsilon=0.2),
+    ):
+        mechs = q.mechanisms()
+        assert mechs, q.name
+        total = mechs[0].cost
+        for m in mechs[1:]:
+            total = total + m.cost
+        assert total == q.cost, q.name  # the cost is exactly what the mechanisms charge
+    assert len(MeanRating(epsilon=0.2).mechanisms()) == 2
+    assert TopTopics(epsilon=0.2).mechanisms() == ()  # a selection: no noisy value
