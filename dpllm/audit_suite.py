@@ -222,19 +222,19 @@ def _engine(kind: str, records: Sequence[Record], folder: Path, name: str) -> It
     raise DataError(f"unknown audit engine {kind!r}; use sqlite or duckdb")
 
 
-def query_mechanisms(query: Query) -> tuple[Mechanism, ...] | Mechanism:
-    """The query's own calibration: one mechanism for every component, or one per component.
+def query_mechanisms(query: Query) -> tuple[Mechanism, ...]:
+    """The query's own calibration (:meth:`~dpllm.data.base.Query.mechanisms`).
 
-    Reads the catalogue queries' mechanism hooks (``_mech`` / ``_mechs``); see the
-    report: a public ``Query.mechanisms()`` would make this a protocol method.
+    One mechanism noises every component of the exact aggregate; several are one
+    per component.
+
+    Raises:
+        InvalidPrivacyParameter: the query adds no noise to a value (a selection).
     """
-    mechs = getattr(query, "_mechs", None)
-    if callable(mechs):
-        return tuple(mechs())
-    mech = getattr(query, "_mech", None)
-    if isinstance(mech, Mechanism):
-        return mech
-    raise InvalidPrivacyParameter(f"query {query.name!r} exposes no auditable mechanism")
+    mechs = tuple(query.mechanisms())
+    if not mechs:
+        raise InvalidPrivacyParameter(f"query {query.name!r} exposes no auditable mechanism")
+    return mechs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -247,10 +247,9 @@ class PlantedBugCount(FeedbackCount):
 
     name: str = "planted_bug_count"
 
-    @property
-    def _mech(self) -> Mechanism:
+    def mechanisms(self) -> tuple[Mechanism, ...]:
         assert self.epsilon is not None
-        return DiscreteLaplace(epsilon=self.epsilon, sensitivity=1)
+        return (DiscreteLaplace(epsilon=self.epsilon, sensitivity=1),)
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,7 +344,7 @@ def _pairs(query: Query, exact0: Exact, exact1: Exact) -> list[tuple[Mechanism, 
     v0, v1 = exact0.values, exact1.values
     if len(v0) != len(v1):
         raise DataError(f"{query.name}: neighbouring aggregates differ in shape")
-    per = mechs if isinstance(mechs, tuple) else (mechs,) * len(v0)
+    per = mechs * len(v0) if len(mechs) == 1 else mechs
     return [(m, float(a), float(b)) for m, a, b in zip(per, v0, v1, strict=True)]
 
 

@@ -145,7 +145,7 @@ def utility_curve(
     for eps in epsilons:
         query: Query = dataclasses.replace(base, epsilon=float(eps))  # type: ignore[type-var]
         mechs = query_mechanisms(query)
-        per = mechs if isinstance(mechs, tuple) else (mechs,) * len(exact.values)
+        per = mechs * len(exact.values) if len(mechs) == 1 else mechs
         draws = [
             m.randomise(np.full(trials, v), noise=noise)
             for m, v in zip(per, exact.values, strict=True)

@@ -80,3 +80,30 @@ def test_membership_game_respects_ceiling() -> None:
     assert game.accuracy > 0.6  # the attacker is strong: ceiling is 0.731
     weak = membership_game([(mech, 10.0, 13.0)], claimed_epsilon=1.0, trials=100_000)
     assert not weak.passed  # Δ = 3 with noise for Δ = 1: true ε = 3
+
+
+def test_the_audit_reads_the_public_mechanisms() -> None:
+    """``query_mechanisms`` is ``Query.mechanisms()``: no private hook is read, so a
+    query that only defines the protocol method is audited with its own calibration."""
+    from dataclasses import dataclass
+
+    from dpllm.audit_suite import query_mechanisms
+    from dpllm.data.queries import FeedbackCount, MeanRating
+    from dpllm.data.topics import TopTopics
+    from dpllm.errors import InvalidPrivacyParameter
+    from dpllm.privacy.mechanisms import Mechanism
+
+    mean = MeanRating(epsilon=0.3)
+    assert query_mechanisms(mean) == mean.mechanisms() and len(mean.mechanisms()) == 2
+    assert query_mechanisms(PlantedBugCount(epsilon=0.1)) == (
+        DiscreteLaplace(epsilon=0.1, sensitivity=1),
+    )
+
+    @dataclass(frozen=True, kw_only=True)
+    class Doubled(FeedbackCount):
+        def mechanisms(self) -> tuple[Mechanism, ...]:
+            return (DiscreteLaplace(epsilon=1.0, sensitivity=2 * self.max_records),)
+
+    assert query_mechanisms(Doubled(epsilon=1.0)) == Doubled(epsilon=1.0).mechanisms()
+    with pytest.raises(InvalidPrivacyParameter, match="no auditable mechanism"):
+        query_mechanisms(TopTopics(epsilon=1.0))
