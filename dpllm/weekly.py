@@ -11,9 +11,10 @@ ISO week:
    not cached yet must fit every pool on the plan pool's path, else
    :class:`~dpllm.errors.BudgetExceeded` is raised before anything is charged (so a
    refused run spends nothing, never half a plan);
-4. release each query through :class:`~dpllm.data.stats.StatsRunner` — a query
-   already released for this week comes back from the ledger's release cache, free,
-   with the same figures;
+4. release the plan through :meth:`~dpllm.data.stats.StatsRunner.release_all` —
+   count, active users, mean and histogram from one per-user read of the week,
+   each still charged under its own query id; a query already released for this
+   week comes back from the ledger's release cache, free, with the same figures;
 5. derive the shares of positive and negative ratings from the histogram (free);
 6. render the prompt and its fallback text, call the model (or the offline writer),
    redact and guard its answer, regenerate on violations, fall back if needed.
@@ -335,7 +336,9 @@ class WeeklyJob:
             self.runner.check(q)
         self.ensure_pools()
         self.check_budget(week, {n: q for n, q in queries.items() if n in self.uncached(week)})
-        return {name: self.runner.release(q, week) for name, q in queries.items()}
+        # One read for the shareable queries; each is still charged (or served
+        # from the cache) under its own query id.
+        return self.runner.release_all(queries, week)
 
     def history(
         self, week: str, *, names: Sequence[str] = ("mean_rating", "feedback_count")
@@ -364,8 +367,8 @@ class WeeklyJob:
             The :class:`WeeklyReport` (writing it to files is :mod:`dpllm.report`).
 
         Raises:
-            DataError: bad week, source or column (nothing charged), or data a query
-                refuses after reading it (charged).
+            DataError: bad week, source or column (nothing charged), or an engine
+                failure after the read (charged; no query fails because of a value).
             BudgetExceeded, BudgetPending: the plan does not fit (nothing charged).
             TemplateError: the prompt cannot be rendered.
             RedactionError: the redactor cannot be built.

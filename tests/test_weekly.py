@@ -209,3 +209,37 @@ def test_no_output_file_holds_embedded_pii(tmp_path: Path, demo: tuple[Path, Dem
     assert len(needles) > 20  # the generator did embed personal data to look for
     assert scan_outputs(tmp_path / "reports", needles) == []
     assert scan_outputs(tmp_path / "zh" / "reports", needles) == []
+
+
+def test_the_statistics_step_reads_the_week_once_for_the_shareable_queries(
+    tmp_path: Path, demo: tuple[Path, DemoData]
+) -> None:
+    """The plan goes through ``release_all``: one per-user read for count, active
+    users, mean and histogram, one for topics; a rerun reads nothing."""
+    from dpllm.data.engines import SQLiteEngine
+    from dpllm.data.sql import Statement
+
+    db, _ = demo
+
+    class Counting(SQLiteEngine):
+        reads: list[str] = []
+
+        def fetch(self, statement: Statement, *, query: str = "?") -> list[tuple[object, ...]]:
+            self.reads.append(query)
+            return super().fetch(statement, query=query)
+
+    settings = settings_for(tmp_path, db)
+    engine = Counting(db)
+    with WeeklyJob(settings, engine=engine, redactor=shared_redactor()) as job:
+        assert set(job.plan) == {
+            "feedback_count",
+            "active_users",
+            "mean_rating",
+            "rating_histogram",
+            "topic_counts",
+        }
+        report = job.run(WEEK)
+        assert set(report.fresh) == set(job.plan)
+        assert len(Counting.reads) == 2 and Counting.reads[0].startswith("shared summary")
+        assert job.run(WEEK).fresh == ()
+    assert len(Counting.reads) == 2
