@@ -173,7 +173,7 @@ def approve(
             detail = (
                 f"ticket {ticket}: moved {request.cost.describe()} of {window} from {reserve!r}"
             )
-        refused = ledger._apply_path(conn, parts, window)
+        refused = ledger._apply_path(conn, parts, window)()
         if refused is not None:
             spec, kind = refused
             raise _rows.exceeded(

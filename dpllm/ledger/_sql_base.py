@@ -17,6 +17,8 @@ a thin adapter.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -81,6 +83,9 @@ class SQLBase:
         self._wait = float(wait_seconds)
         self._clock = clock
         self._local = threading.local()
+        # pool name → its path, innermost first. Checked on every charge (see
+        # _apply_path) and dropped by ensure_pool, so it is never trusted blindly.
+        self._path_cache: dict[str, list[PoolSpec]] = {}
 
     # -- what a backend supplies ---------------------------------------------------------
     def _tx(self) -> AbstractContextManager[Conn]:
@@ -101,6 +106,14 @@ class SQLBase:
         A no-op where the engine's write transactions are already serial (SQLite's
         ``BEGIN IMMEDIATE``); PostgreSQL takes a transaction-scoped advisory lock.
         """
+
+    def _batch(self, conn: Conn) -> AbstractContextManager[object]:
+        """Send the statements run inside as one batch; their results are read after it.
+
+        A no-op where statements cost no round trip (SQLite, in process);
+        PostgreSQL sends them in pipeline mode and syncs once on leaving.
+        """
+        return contextlib.nullcontext()
 
     def close(self) -> None:
         raise NotImplementedError
@@ -153,6 +166,13 @@ class SQLBase:
             raise _unknown(pool)
         return path
 
+    def _cached_path(self, conn: Conn, pool: str) -> list[PoolSpec]:
+        """``pool``'s path from the per-handle cache (read once; verified by every charge)."""
+        path = self._path_cache.get(pool)
+        if path is None:
+            path = self._path_cache[pool] = self._path(conn, pool)
+        return path
+
     def _window_position(self, conn: Conn, spec: PoolSpec, window: str) -> int:
         """What is left for ``spec`` in ``window``, counting both caps."""
         row = conn.execute(sql.SELECT_WINDOW, {"pool": spec.name, "window": window}).fetchone()
@@ -164,20 +184,42 @@ class SQLBase:
         ).remaining  # fmt: skip
 
     def _apply_path(
-        self, conn: Conn, parts: Sequence[tuple[PoolSpec, int]], window: str
-    ) -> tuple[PoolSpec, str] | None:
-        """Charge each pool on the path; the first that refuses, or ``None``.
+        self,
+        conn: Conn,
+        parts: Sequence[tuple[PoolSpec, int]],
+        window: str,
+        *,
+        check_path: bool = False,
+    ) -> Callable[[], tuple[PoolSpec, str] | None]:
+        """Charge each pool on the path; returns a check to call once the batch is sent.
 
-        The caller wraps this in a savepoint and rolls back on a refusal.
+        The check gives the first pool that refused (``"window"`` or ``"lifetime"``),
+        or with ``check_path`` the first whose parent or measure is not the one in
+        ``parts`` (``"stale"``: a path from the cache that another process changed),
+        or ``None``. Statements after a refusal still run (they may be batched); the
+        caller wraps all of it in a savepoint and rolls back on anything but ``None``.
         """
+        results = []
         for spec, micro in parts:
             args = {"pool": spec.name, "window": window, "micro": micro}
-            conn.execute(sql.ENSURE_WINDOW, args)
-            if conn.execute(sql.CHARGE_WINDOW, args).rowcount != 1:
-                return spec, "window"
-            if conn.execute(sql.CHARGE_LIFETIME, args).rowcount != 1:
-                return spec, "lifetime"
-        return None
+            window_cur = conn.execute(sql.CHARGE_WINDOW_UPSERT, args)
+            results.append((spec, window_cur, conn.execute(sql.CHARGE_LIFETIME, args)))
+
+        def check() -> tuple[PoolSpec, str] | None:
+            # Every RETURNING cursor is read to its end first: SQLite keeps a statement
+            # "in progress" (blocking ROLLBACK TO and COMMIT) until it is.
+            done = [(spec, w.rowcount, life.fetchall()) for spec, w, life in results]
+            for spec, window_rows, life_rows in done:
+                if window_rows != 1:
+                    return spec, "window"
+                if not life_rows:
+                    return spec, "lifetime"
+                parent, measure = life_rows[0][0], life_rows[0][1]
+                if check_path and (parent, measure) != (spec.parent, spec.measure.value):
+                    return spec, "stale"
+            return None
+
+        return check
 
     @staticmethod
     def _parts(path: Sequence[PoolSpec], cost: Cost) -> list[tuple[PoolSpec, int]]:
@@ -220,11 +262,10 @@ class SQLBase:
                 "now": _rows.iso_time(now),
             },
         )
-        for spec, micro in parts:
-            conn.execute(
-                sql.INSERT_PART,
-                {"query_id": query_id, "pool": spec.name, "window": window, "micro": micro},
-            )
+        args: dict[str, Any] = {"query_id": query_id, "window": window}
+        for i, (spec, micro) in enumerate(parts):
+            args[f"pool{i}"], args[f"micro{i}"] = spec.name, micro
+        conn.execute(_insert_parts(len(parts)), args)
         self._audit(
             conn, "charge", analyst=analyst, pool=parts[0][0].name, window=window,
             query_id=query_id, micro=cost.micro, detail=f"{cost.measure.value}; {description}",
@@ -307,6 +348,11 @@ class SQLBase:
         """Run a read-only statement (used by tests and audits of the ledger itself)."""
         with self._read() as conn:
             return list(conn.execute(statement, params or {}))
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_parts(count: int) -> str:
+    return sql.insert_parts(count)
 
 
 def _unknown(pool: str) -> UnknownPool:

@@ -4,10 +4,18 @@
 (:class:`~dpllm.ledger._sql_base.SQLBase`). A charge is one write transaction:
 the backend's per-query lock (``_lock_query``), a read of the charge row (a
 stored release is returned from the cache; a live owner is waited for; a dead
-one is taken over), then one conditional ``UPDATE`` per pool on the path, the
-charge row keyed by the query id, its parts and an audit line. If any pool
-refuses, the transaction rolls back to a savepoint and commits only the
-refusal's audit line (or the approval ticket when the pool queues).
+one is taken over), then the charge row keyed by the query id, its parts (one
+``INSERT``), an audit line, and per pool on the path one conditional upsert of
+its window row and one conditional ``UPDATE … RETURNING`` of its lifetime total.
+If any pool refuses, the transaction rolls back to a savepoint and commits only
+the refusal's audit line (or the approval ticket when the pool queues).
+
+The path (pool and ancestors) comes from a per-handle cache; the lifetime
+``UPDATE`` returns each pool's parent and measure, so a path that another
+process changed is caught inside the same transaction, rolled back and
+charged again on the path read afresh. A refusal is always judged on a fresh
+path. On PostgreSQL the lock and the read go in one pipelined round trip, and
+all the writes in another (``_batch``): ~4 round trips per charge, not ~16.
 
 Why nothing is lost, doubled or pushed past a cap, on any backend:
 
@@ -168,6 +176,7 @@ class SQLLedger(SQLBase):
                 f"lifetime_cap={spec.lifetime_cap}; parent={spec.parent}; on_exceed={spec.on_exceed}"
             )
             self._audit(conn, "pool", analyst="config", pool=spec.name, window="", detail=detail)
+        self._path_cache.clear()
 
     def pools(self) -> list[PoolSpec]:
         """Every configured pool, by name."""
@@ -242,10 +251,14 @@ class SQLLedger(SQLBase):
         self, query_id: str, pool: str, window: str, cost: Cost, analyst: str, description: str
     ) -> SQLCharge | BudgetError | object:
         with self._tx() as conn:
-            self._lock_query(conn, query_id)
-            path = self._path(conn, pool)
+            path = self._path_cache.get(pool)
+            with self._batch(conn):  # the lock and the read in one round trip
+                self._lock_query(conn, query_id)
+                if path is None:
+                    path = self._cached_path(conn, pool)
+                found = conn.execute(sql.SELECT_CHARGE, {"query_id": query_id})
             parts = self._parts(path, cost)
-            row = conn.execute(sql.SELECT_CHARGE, {"query_id": query_id}).fetchone()
+            row = found.fetchone()
             if row is None:
                 return self._charge_new(conn, query_id, window, cost, parts, analyst, description)
             if row[11] is not None:
@@ -307,18 +320,33 @@ class SQLLedger(SQLBase):
         # UPDATEs last, so a pool row's write lock — contended by every charge on that
         # pool — is held for as few statements as possible before the commit. A refusal
         # rolls all of it back to the savepoint. COMMIT also ends an unreleased savepoint.
-        conn.execute("SAVEPOINT charge")
+        # The pool path comes from a per-handle cache; each pool's lifetime UPDATE returns
+        # its parent and measure, so a path changed by another process is caught here,
+        # rolled back, read afresh and charged again. A refusal is judged on a fresh path.
         me = self._owner()
-        self._insert_charge(
-            conn, query_id=query_id, window=window, cost=cost, parts=parts, analyst=analyst,
-            description=description, owner=me, ticket=None,
-        )  # fmt: skip
-        refused = self._apply_path(conn, parts, window)
-        if refused is not None:
+        for _ in range(8):
+            with self._batch(conn):
+                conn.execute("SAVEPOINT charge")
+                self._insert_charge(
+                    conn, query_id=query_id, window=window, cost=cost, parts=parts,
+                    analyst=analyst, description=description, owner=me, ticket=None,
+                )  # fmt: skip
+                applied = self._apply_path(conn, parts, window, check_path=True)
+            refused = applied()
+            if refused is None:
+                return SQLCharge(
+                    self, query_id=query_id, cost=cost, owner=me, cached=None, refundable=True
+                )
             conn.execute("ROLLBACK TO charge")
             conn.execute("RELEASE charge")
-            return self._refusal(conn, refused, query_id, window, cost, parts, analyst, description)
-        return SQLCharge(self, query_id=query_id, cost=cost, owner=me, cached=None, refundable=True)
+            fresh = self._path(conn, parts[0][0].name)
+            self._path_cache[fresh[0].name] = fresh
+            if refused[1] != "stale" and fresh == [spec for spec, _ in parts]:
+                return self._refusal(
+                    conn, refused, query_id, window, cost, parts, analyst, description
+                )
+            parts = self._parts(fresh, cost)
+        raise LedgerError(f"the path of pool {parts[0][0].name!r} keeps changing; retry")
 
     def _refusal(
         self,
@@ -417,15 +445,15 @@ class SQLLedger(SQLBase):
     def _store(self, query_id: str, release: Release) -> None:
         text = _rows.release_to_json(release)
         with self._tx() as conn:
-            cur = conn.execute(
+            rows = conn.execute(
                 sql.STORE_RELEASE,
                 {"query_id": query_id, "release_json": text, "release_name": release.name,
                  "now": self._now_text()},
-            )  # fmt: skip
-            if cur.rowcount == 1:
-                row = conn.execute(sql.SELECT_CHARGE, {"query_id": query_id}).fetchone()
+            ).fetchall()  # fmt: skip
+            if rows:
+                row = rows[0]
                 self._audit(
-                    conn, "release", analyst=row[5], pool=row[1], window=row[2],
+                    conn, "release", analyst=row[0], pool=row[1], window=row[2],
                     query_id=query_id, micro=0, detail=release.name,
                 )  # fmt: skip
                 return

@@ -69,7 +69,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
@@ -344,6 +344,11 @@ class PostgresLedger(SQLLedger):
                 "was recorded; retry when the database is back"
             )
         return LedgerError(f"PostgreSQL ledger {where}: {str(exc).strip()}. Nothing was recorded")
+
+    def _batch(self, conn: Conn) -> AbstractContextManager[object]:
+        """Pipeline mode: the statements inside go in one round trip, synced on leaving."""
+        assert isinstance(conn, _PgConn)
+        return conn.raw.pipeline()
 
     def _lock_query(self, conn: Conn, query_id: str) -> None:
         """Serialise writers of ``query_id`` until commit (a transaction advisory lock)."""

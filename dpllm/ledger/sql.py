@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["to_pyformat"]
+__all__ = ["insert_parts", "to_pyformat"]
 
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
@@ -77,10 +77,32 @@ WHERE pool = :pool AND window_key = :window
   AND spent + :micro <= (SELECT window_cap FROM pools WHERE name = :pool) + granted
 """
 
+CHARGE_WINDOW_UPSERT = """
+INSERT INTO pool_windows (pool, window_key, spent)
+SELECT :pool, :window, :micro
+WHERE :micro <= (SELECT window_cap FROM pools WHERE name = :pool)
+   OR EXISTS (SELECT 1 FROM pool_windows WHERE pool = :pool AND window_key = :window)
+ON CONFLICT (pool, window_key) DO UPDATE SET spent = pool_windows.spent + excluded.spent
+WHERE pool_windows.spent + excluded.spent
+      <= (SELECT window_cap FROM pools WHERE name = excluded.pool) + pool_windows.granted
+"""
+"""ENSURE_WINDOW and CHARGE_WINDOW in one statement: 1 row if the window took the charge.
+
+The first charge of a window inserts its row (when it fits the bare cap: a new
+row has no grant); once the row exists (approvals may have granted it more
+room) the insert is always tried, so it conflicts and the update decides,
+under the row's write lock, the
+``WHERE`` evaluated against the latest committed row on both engines (SQLite
+writers are serial; PostgreSQL re-checks ``ON CONFLICT DO UPDATE … WHERE`` on
+the locked row version).
+"""
+
 CHARGE_LIFETIME = """
 UPDATE pools SET lifetime_spent = lifetime_spent + :micro
 WHERE name = :pool AND (lifetime_cap IS NULL OR lifetime_spent + :micro <= lifetime_cap)
+RETURNING parent, measure
 """
+"""Returns the pool's parent and measure, so a cached path is checked at no extra cost."""
 
 REFUND_WINDOW = """
 UPDATE pool_windows SET spent = spent - :micro WHERE pool = :pool AND window_key = :window
@@ -126,6 +148,13 @@ INSERT INTO charge_parts (query_id, pool, window_key, micro)
 VALUES (:query_id, :pool, :window, :micro)
 """
 
+
+def insert_parts(count: int) -> str:
+    """One ``INSERT`` of ``count`` parts: ``:pool0, :micro0``, ``:pool1, :micro1``, …"""
+    rows = ", ".join(f"(:query_id, :pool{i}, :window, :micro{i})" for i in range(count))
+    return f"INSERT INTO charge_parts (query_id, pool, window_key, micro) VALUES {rows}"
+
+
 SELECT_PARTS = "SELECT pool, window_key, micro FROM charge_parts WHERE query_id = :query_id"
 
 DELETE_PARTS = "DELETE FROM charge_parts WHERE query_id = :query_id"
@@ -152,6 +181,7 @@ STORE_RELEASE = """
 UPDATE charges SET status = 'released', release_json = :release_json,
        release_name = :release_name, owner = NULL, lease_expires = NULL, updated_at = :now
 WHERE query_id = :query_id AND release_json IS NULL
+RETURNING analyst, pool, window_key
 """
 
 SELECT_RELEASE = "SELECT release_json FROM charges WHERE query_id = :query_id"

@@ -8,7 +8,14 @@ from dpllm.errors import BudgetError, BudgetExceeded, BudgetPending, ConfigError
 from dpllm.ledger.base import release_once
 from dpllm.ledger.sqlite import SQLiteLedger
 from dpllm.release import Cost, Release
-from tests.ledger.conftest import WEEK, audit_count, make_release, parts_sum, pure_pool
+from tests.ledger.conftest import (
+    WEEK,
+    audit_count,
+    compute_for,
+    make_release,
+    parts_sum,
+    pure_pool,
+)
 
 Q = Cost.pure(0.25)
 
@@ -162,3 +169,17 @@ def test_an_approved_run_that_fails_before_reading_is_refunded(tiers: SQLiteLedg
             raise RuntimeError("engine offline")
     assert tiers.balance("flex", WEEK).spent == 2 * Q.micro
     assert audit_count(tiers, "refund", "f3") == 1
+
+
+def test_a_grant_beyond_the_bare_cap_lets_the_first_charge_of_a_window_in(
+    ledger: SQLiteLedger,
+) -> None:
+    """A window row that exists only through a grant still takes a charge above the bare cap."""
+    ledger.ensure_pool(pure_pool("g", 10.0))
+    ledger.ensure_pool(pure_pool("spare", 1.0, parent="g"))
+    ledger.ensure_pool(pure_pool("q", 0.1, parent="g", on_exceed="queue", reserve="spare"))
+    with pytest.raises(BudgetPending) as info:
+        release_once(ledger, query_id="big", pool="q", window=WEEK, cost=Cost.pure(0.5),
+                     compute=compute_for("big", Cost.pure(0.5)))  # fmt: skip
+    ledger.approve(info.value.ticket)
+    assert ledger.balance("q", WEEK).spent == Cost.pure(0.5).micro

@@ -248,3 +248,21 @@ def test_pool_settings_update_and_measure_is_fixed_once_spent(tree: SQLiteLedger
         tree.ensure_pool(PoolSpec("zkid", Measure.ZCDP, 10, parent="global"))
     with pytest.raises(ConfigError, match="cycle"):
         tree.ensure_pool(pure_pool("global", 1.0, parent="alice"))
+
+
+def test_a_path_changed_by_another_handle_is_caught(ledger_factory: LedgerFactory) -> None:
+    """Each handle caches pool paths; a charge verifies them and re-reads a stale one."""
+    first = ledger_factory()
+    first.ensure_pool(pure_pool("g1", 1.0))
+    first.ensure_pool(pure_pool("g2", 1.0))
+    first.ensure_pool(pure_pool("t", 1.0, parent="g1"))
+    charge(first, "a", pool="t")  # first caches t → g1
+    ledger_factory().ensure_pool(pure_pool("t", 1.0, parent="g2"))  # another process moves t
+    charge(first, "b", pool="t")
+    assert (first.balance("g1", WEEK).spent, first.balance("g2", WEEK).spent) == (
+        EPS.micro, EPS.micro,
+    )  # fmt: skip
+    ledger_factory().ensure_pool(pure_pool("g2", 0.25))  # full now: b took 0.25
+    with pytest.raises(BudgetExceeded, match="'g2'"):
+        charge(first, "c", pool="t")
+    assert parts_sum(first, "g2", WEEK) == EPS.micro
