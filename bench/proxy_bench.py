@@ -331,13 +331,15 @@ def main(args: argparse.Namespace) -> None:
             variants = [("proxy", False, 2.0)] + (
                 [] if args.skip_rg else [("proxy+rg", True, 25.0)]
             )
-            for name, redaction, goal in variants:
+            for name, redaction, proxy_goal in variants:
                 port = free_port()
                 flag = ["--redaction"] if redaction else []
                 procs.append(spawn("proxy", "--port", str(port), "--upstream", upstream, *flag))
                 wait_ready(port, procs[-1])
                 body = guarded_body if redaction else plain_body
-                targets.append((name, f"http://127.0.0.1:{port}/v1", body, goal, procs[-1].pid))
+                targets.append(
+                    (name, f"http://127.0.0.1:{port}/v1", body, proxy_goal, procs[-1].pid)
+                )
             rows = []
             for name, base, body, goal, pid in targets:
                 n = args.n if goal != 25.0 else max(60, args.n // 5)
