@@ -161,9 +161,7 @@ class BoundsSettings:
     max_records_per_user: int = 5
     max_courses_per_user: int = 3
     max_topics_per_user: int = 3
-    rating_min: int = 1
-    rating_max: int = 5
-    out_of_range: str = "clamp"  # clamp | reject
+    out_of_range: str = "clamp"  # clamp | reject (left out like a NULL; never an error)
     salt: str = ""
 
 
@@ -311,8 +309,6 @@ class Settings:
                 "max_records_per_user",
                 "max_courses_per_user",
                 "max_topics_per_user",
-                "rating_min",
-                "rating_max",
                 "out_of_range",
                 "salt",
             }
@@ -321,13 +317,9 @@ class Settings:
             max_records_per_user=b.integer("max_records_per_user", 5, minimum=1),
             max_courses_per_user=b.integer("max_courses_per_user", 3, minimum=1),
             max_topics_per_user=b.integer("max_topics_per_user", 3, minimum=1),
-            rating_min=b.integer("rating_min", 1),
-            rating_max=b.integer("rating_max", 5),
             out_of_range=b.choice("out_of_range", ("clamp", "reject"), "clamp"),
             salt=b.get("salt", str, ""),
         )
-        if bounds.rating_min >= bounds.rating_max:
-            raise b.error("rating_max", "must be greater than rating_min")
 
         lg = r.sub("ledger")
         lg.unknown({"url", "analyst"})

@@ -141,3 +141,12 @@ def test_bad_ldp_metrics(text: str, field: str) -> None:
     with pytest.raises(ConfigError) as info:
         Settings.parse(text)
     assert info.value.field == field
+
+
+def test_default_plan_matches_the_statistics_catalogue() -> None:
+    """One default plan: the config's and the catalogue's ε per query agree."""
+    from dpllm.config import DEFAULT_PLAN
+    from dpllm.data.stats import DEFAULT_EPSILONS
+
+    assert dict(DEFAULT_PLAN) == {k: v for k, v in DEFAULT_EPSILONS.items() if k in DEFAULT_PLAN}
+    assert set(DEFAULT_PLAN) == set(DEFAULT_EPSILONS)
