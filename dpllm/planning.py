@@ -123,7 +123,7 @@ def _field(query: Query, name: str, default: int) -> int:
 def expected_exact(query: Query, population: Population) -> tuple[Exact, float]:
     """A hypothetical exact aggregate for ``query`` and the magnitude errors are relative to."""
     pop = population
-    m = _field(query, "max_records", 10)
+    m = _field(query, "max_records", 5)  # the catalogue's default bound
     records = pop.users * min(pop.records_per_user, float(m))
     if query.name == "mean_rating":
         exact = Exact((float(pop.users), pop.users * (pop.mean_rating - 3.0)))
