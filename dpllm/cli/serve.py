@@ -6,11 +6,11 @@ The server reads ``dpllm.toml`` and the environment (``OPENAI_API_KEY``,
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-__all__ = ["register", "serve_app"]
+__all__ = ["register", "serve_app", "worker_app"]
 
 serve_app = typer.Typer(
     name="serve",
@@ -28,6 +28,14 @@ def serve(
     host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to bind.")] = 8000,
     log_level: Annotated[str, typer.Option("--log-level", help="info, warning, error")] = "info",
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            min=1,
+            help="Worker processes (each loads its own redactor; they share the ledger).",
+        ),
+    ] = 1,
 ) -> None:
     """Serve the proxy described by CONFIG on HOST:PORT."""
     if ctx.invoked_subcommand is not None:
@@ -51,11 +59,40 @@ def serve(
                 err=True,
             )
         configure_json_logging(getattr(logging, log_level.upper(), logging.INFO))
+        if workers > 1:
+            # Each worker process builds its own app from the same config file
+            # (validated above, so a bad file fails here, once, not per worker).
+            os.environ[_CONFIG_ENV] = os.path.abspath(config)
+            uvicorn.run(
+                f"{__name__}:worker_app",
+                factory=True,
+                workers=workers,
+                host=host,
+                port=port,
+                log_level=log_level,
+                access_log=False,
+                ws="none",
+            )
+            return
         app = create_app(settings)
     except DPLLMError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=1) from None
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, ws="none")
+
+
+_CONFIG_ENV = "DPLLM_SERVE_CONFIG"
+
+
+def worker_app() -> Any:
+    """The app of one ``--workers`` process (an edge: reads the environment)."""
+    import os
+
+    from dpllm.config import Settings
+    from dpllm.server import create_app
+
+    settings = Settings.load(os.environ[_CONFIG_ENV]).from_env(os.environ)
+    return create_app(settings)
 
 
 @serve_app.command("hash-key")
