@@ -227,6 +227,7 @@ class Settings:
     output_dir: str = "reports"
     api_keys: tuple[ApiKey, ...] = ()
     ldp_metrics: tuple[LDPMetric, ...] = ()
+    ldp_store: str = ".dpllm/ldp.db"
     base_dir: str = "."
 
     # -- loading ---------------------------------------------------------
@@ -384,6 +385,7 @@ class Settings:
             output_dir=out.get("dir", str, "reports"),
             api_keys=cls._keys(r.sub("server")),
             ldp_metrics=cls._ldp(r.sub("ldp")),
+            ldp_store=r.sub("ldp").get("store", str, ".dpllm/ldp.db"),
             base_dir=base_dir,
         )
 
@@ -481,7 +483,7 @@ class Settings:
 
     @staticmethod
     def _ldp(r: _Reader) -> tuple[LDPMetric, ...]:
-        r.unknown({"metrics"})
+        r.unknown({"metrics", "store"})
         m = r.sub("metrics")
         metrics: list[LDPMetric] = []
         for name in m.data:

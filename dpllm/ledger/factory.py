@@ -14,13 +14,14 @@ from typing import Protocol, runtime_checkable
 
 from dpllm.errors import ConfigError
 from dpllm.ledger.base import AuditEvent, Balance, Ledger, PendingRequest, PoolSpec
+from dpllm.release import Cost
 
 __all__ = ["ManagedLedger", "ensure_pools", "open_ledger"]
 
 
 @runtime_checkable
 class ManagedLedger(Ledger, Protocol):
-    """A :class:`Ledger` with the approval queue (what the server's admin endpoints use)."""
+    """A :class:`Ledger` with the approval queue and local-DP charges (what the server uses)."""
 
     def pending(self, *, status: str | None = "pending") -> Sequence[PendingRequest]: ...
 
@@ -33,6 +34,12 @@ class ManagedLedger(Ledger, Protocol):
     def balance(self, pool: str, window: str) -> Balance: ...
 
     def history(self, *, limit: int | None = None) -> Sequence[AuditEvent]: ...
+
+    def record_local(
+        self, *, user: str, window: str, metric: str, cost: Cost, analyst: str = "ldp"
+    ) -> None: ...
+
+    def local_spent(self, user: str, window: str) -> Cost: ...
 
 
 def open_ledger(url: str, *, base_dir: str | Path = ".") -> ManagedLedger:

@@ -24,6 +24,7 @@ from fastapi.responses import JSONResponse
 
 from dpllm.config import Settings
 from dpllm.errors import DPLLMError
+from dpllm.release import Cost
 from dpllm.server.auth import ApiKeyMiddleware
 from dpllm.server.errors import install_error_handlers
 from dpllm.server.logging import RequestLogMiddleware
@@ -43,12 +44,45 @@ health = APIRouter(tags=["health"])
 
 @health.get("/healthz", summary="Liveness and ledger health (no key needed)")
 def healthz(state: ServerState = Depends(server_state)) -> Any:
-    """200 when the ledger opens; 503 (still answering) when it does not."""
+    """200 when the ledger answers; 503 (still answering) when it does not."""
     try:
-        state.ledger()
+        # A read, not just the open: a PostgreSQL ledger opened earlier may have
+        # lost its server since.
+        state.ledger().history(limit=1)
     except DPLLMError:
         return JSONResponse({"status": "degraded", "ledger": "unavailable"}, status_code=503)
     return {"status": "ok", "ledger": "ok", "upstream": state.upstream is not None}
+
+
+class _StateLedger:
+    """The server's ledger for local-DP charges, opened when first needed."""
+
+    def __init__(self, state: ServerState) -> None:
+        self._state = state
+
+    def record_local(
+        self, *, user: str, window: str, metric: str, cost: Cost, analyst: str = "ldp"
+    ) -> None:
+        self._state.ledger().record_local(
+            user=user, window=window, metric=metric, cost=cost, analyst=analyst
+        )
+
+    def local_spent(self, user: str, window: str) -> Cost:
+        return self._state.ledger().local_spent(user, window)
+
+
+def _ldp_ingest(settings: Settings, state: ServerState) -> Any:
+    """The LDP ingest of ``[ldp.metrics]``: reports in ``[ldp] store``, each user's
+    local ε recorded in the shared ledger (one report per user, metric and week)."""
+    from dpllm.ldp_api import LDPIngest, LDPStore
+    from dpllm.privacy.ldp import make_randomizer
+
+    metrics = {
+        m.name: make_randomizer(m.mechanism, epsilon=m.epsilon, domain=m.domain)
+        for m in settings.ldp_metrics
+    }
+    store = LDPStore(settings.resolve(settings.ldp_store), ledger=_StateLedger(state))
+    return LDPIngest(store, metrics)
 
 
 def include_optional_routers(
@@ -157,6 +191,8 @@ def create_app(
     app.include_router(routes_chat.router)
     app.include_router(routes_stats.router)
     include_optional_routers(app)
+    if settings.ldp_metrics:
+        app.state.ldp_ingest = _ldp_ingest(settings, state)
     app.add_middleware(ApiKeyMiddleware, keys=settings.api_keys)
     app.add_middleware(RequestLogMiddleware)  # added last: outermost
     return app
