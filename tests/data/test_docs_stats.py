@@ -1,8 +1,7 @@
-"""The Python snippet of docs/readme/stats.md runs as written, against demo data."""
+"""The README's statistics example runs as written, against demo data."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -11,11 +10,13 @@ from dpllm.data.demo import generate_demo, write_demo
 from dpllm.data.stats import default_catalogue
 from dpllm.ledger.sqlite import SQLiteLedger
 
-README = Path(__file__).resolve().parents[2] / "docs" / "readme" / "stats.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_readme_snippet_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    from tests.test_readme import sections
+
+    blocks = sections()["Feedback statistics (`dpllm stats`)"]
     assert blocks, "the stats README lost its Python example"
     monkeypatch.chdir(tmp_path)
     write_demo(generate_demo(users=200, weeks=2, seed=1, end_week="2026-W47"), "demo.db")

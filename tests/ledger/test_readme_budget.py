@@ -1,17 +1,18 @@
-"""The Python snippet of docs/readme/budget.md runs as written."""
+"""The README's budget example runs as written and leaves a ledger where it says."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "docs" / "readme" / "budget.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_readme_snippet_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    from tests.test_readme import sections
+
+    blocks = sections()["The privacy budget"]
     assert blocks, "the budget README lost its Python example"
     monkeypatch.chdir(tmp_path)
     for block in blocks:
