@@ -335,16 +335,37 @@ class Guard:
                 matches.append(None)  # a bound at an allowed constant: a public threshold
                 continue
             target = self._match(blanked, m)
-            matches.append(target.name if target else None)
             lang = _line_language(text, m.span[0]) if auto else language
             if target is not None:
-                violations.extend(_judge(m, target, lang))
+                found = _judge(m, target, lang)
+                if found:
+                    # The heuristic match may pick a neighbour when several releases of
+                    # one kind overlap. A figure that is a faithful statement of another
+                    # release it could speak of (inside its band, no finer than its
+                    # granularity) reveals nothing beyond that release: accept it.
+                    alternative = self._faithful_alternative(m, target, lang)
+                    if alternative is not None:
+                        target, found = alternative, []
+                violations.extend(found)
             elif self._statistic_like(m):
                 v = _unsupported(m, lang, self.release_names)
                 (violations if self._unsupported == "violation" else warnings).append(v)
+            matches.append(target.name if target else None)
         return GuardReport(
             text, language, mentions, tuple(matches), tuple(violations), tuple(warnings)
         )
+
+    def _faithful_alternative(
+        self, m: NumberMention, chosen: _Target, language: str
+    ) -> _Target | None:
+        """Another release of the same kind that ``m`` states faithfully, if any."""
+        stated = _stated_interval(m)
+        for t in self._targets:
+            if t is chosen or t.category != chosen.category or not _compatible(m.category, t):
+                continue
+            if _gap(stated, t.lo, t.hi) == 0 and not _judge(m, t, language):
+                return t
+        return None
 
     def _statistic_like(self, m: NumberMention) -> bool:
         if m.value in self._constants and not m.is_range:
@@ -362,7 +383,7 @@ class Guard:
         if not candidates:
             return None
         stated = _stated_interval(m)
-        best: tuple[tuple[bool, bool, bool, bool, float], _Target] | None = None
+        best: tuple[tuple[bool, bool, bool, bool, bool, float], _Target] | None = None
         for t in candidates:
             exact = wanted is None or t.category == wanted
             named = any(tok in context for tok in t.tokens)
@@ -371,11 +392,15 @@ class Guard:
             # named earlier in the sentence ("… feedback records …, about 900 students").
             by_unit = m.category is not None and exact
             fits = d <= self._tolerance and (named or by_unit)
-            key = (not fits, not by_unit, not named, not exact, d)
+            # Among the releases a figure could speak of, one whose interval it lies
+            # in wins: a figure consistent with a release of its kind is not called
+            # "outside the band" of a neighbour named nearby ("3 星：约 310 条；4 星：
+            # 约 360 条" — the context of one line reaches into the next).
+            key = (not fits, d > 0, not by_unit, not named, not exact, d)
             if best is None or key < best[0]:
                 best = (key, t)
         assert best is not None
-        (_, _, not_named, _, d), target = best
+        (_, _, _, not_named, _, d), target = best
         if d <= self._tolerance or not not_named:
             return target
         return None
