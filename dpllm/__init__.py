@@ -89,7 +89,7 @@ from dpllm.weekly import WeeklyJob, WeeklyReport, run_weekly
 if TYPE_CHECKING:
     from dpllm.ldp_api import LDPClient, LDPIngest, LDPStore
     from dpllm.redact import RedactionResult, Redactor, Vault
-    from dpllm.wrap import wrap
+    from dpllm.wrapper import wrap
 
 __version__ = "0.1.0"
 
@@ -101,7 +101,7 @@ _LAZY = {
     "RedactionResult": "dpllm.redact",
     "Redactor": "dpllm.redact",
     "Vault": "dpllm.redact",
-    "wrap": "dpllm.wrap",
+    "wrap": "dpllm.wrapper",
 }
 
 

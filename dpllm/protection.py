@@ -4,7 +4,7 @@
 call's messages into their protected form and returns a :class:`CallState`, whose
 :meth:`~CallState.exchange` is the call as a generator free of I/O (it yields the
 messages to send and receives each ``ChatCompletion``), driven by the sync and
-async clients of :mod:`dpllm.wrap` and by the proxy. See :mod:`dpllm.wrap` for
+async clients of :mod:`dpllm.wrapper` and by the proxy. See :mod:`dpllm.wrapper` for
 the behaviour.
 
 Privacy: post-processing only; no privacy budget is spent.

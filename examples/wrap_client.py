@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from openai import OpenAI
 
-import dpllm.wrap
+import dpllm
 from dpllm.release import Cost, Release
 from dpllm.testing import FakeOpenAIServer
 
@@ -21,7 +21,7 @@ responses = Release(
 with FakeOpenAIServer() as model:
     model.enqueue("We received 157 responses. Call John Smith on 13812345678.")
     model.enqueue("We received about 160 responses. Call John Smith on 13812345678.")
-    client = dpllm.wrap.wrap(OpenAI(base_url=model.base_url, api_key="unused"))
+    client = dpllm.wrap(OpenAI(base_url=model.base_url, api_key="unused"))
     reply = client.chat.completions.create(
         model="fake-model",
         messages=[{"role": "user", "content": "I am Emily Clark. How many responses came in?"}],

@@ -44,3 +44,12 @@ def test_import_does_not_load_presidio() -> None:
     code = "import sys, dpllm; print('presidio_analyzer' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_lazy_names_survive_their_modules_being_imported() -> None:
+    """Importing the module behind a lazy name must not shadow the name (``dpllm.wrap``)."""
+    import dpllm.redact
+    import dpllm.wrapper
+
+    assert callable(dpllm.wrap) and dpllm.wrap is dpllm.wrapper.wrap
+    assert isinstance(dpllm.Redactor, type)

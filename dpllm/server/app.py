@@ -32,7 +32,7 @@ from dpllm.server.state import LedgerOpener, ServerState, server_state
 
 if TYPE_CHECKING:
     from dpllm.data.engines import Engine
-    from dpllm.wrap import TextRedactor
+    from dpllm.wrapper import TextRedactor
 
 __all__ = ["OPTIONAL_ROUTERS", "create_app", "include_optional_routers"]
 
@@ -111,7 +111,7 @@ def _upstream(settings: Settings, redactor: TextRedactor | None) -> tuple[Any, A
         return None, None
     import openai
 
-    from dpllm.wrap import NoRedaction, wrap
+    from dpllm.wrapper import NoRedaction, wrap
 
     m = settings.model
     raw = openai.AsyncOpenAI(

@@ -26,7 +26,7 @@ from dpllm.protection import UNSET, take_dpllm_options
 from dpllm.server.errors import status_and_body
 from dpllm.server.logging import log_event
 from dpllm.server.state import ServerState, caller, server_state
-from dpllm.wrap import drive_async, off_loop
+from dpllm.wrapper import drive_async, off_loop
 
 __all__ = ["ChatCompletionRequest", "router"]
 
@@ -123,7 +123,7 @@ async def _complete(state: ServerState, wire: dict[str, Any]) -> dict[str, Any]:
     """A non-streaming completion, protected, in the wire format end to end.
 
     The same protection as the wrapper (:meth:`CallState.exchange_wire`, driven
-    by :func:`dpllm.wrap.drive_async`), but the upstream's JSON is neither
+    by :func:`dpllm.wrapper.drive_async`), but the upstream's JSON is neither
     validated into SDK models nor dumped back: the SDK client is used for its
     transport, retries and error mapping only (``post(..., cast_to=bytes)``).
     """

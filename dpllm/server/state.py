@@ -23,7 +23,7 @@ from dpllm.ledger.factory import ManagedLedger, ensure_pools, open_ledger
 
 if TYPE_CHECKING:
     from dpllm.data.engines import Engine
-    from dpllm.wrap import WrappedAsyncOpenAI
+    from dpllm.wrapper import WrappedAsyncOpenAI
 
 __all__ = ["ServerState", "caller", "server_state"]
 

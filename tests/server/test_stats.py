@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from dpllm.errors import LedgerUnavailable
 from dpllm.ledger.sqlite import SQLiteLedger
-from dpllm.wrap import NoRedaction
+from dpllm.wrapper import NoRedaction
 from tests.server.conftest import WEEK, Proxy, make_settings
 
 

@@ -117,7 +117,7 @@ class _Completions(_Passthrough):
 
 class _SyncCompletions(_Completions):
     def create(self, **kwargs: Any) -> ChatCompletion | GuardedStream:
-        """``chat.completions.create`` with dpllm's protections (see :mod:`dpllm.wrap`)."""
+        """``chat.completions.create`` with dpllm's protections (see :mod:`dpllm.wrapper`)."""
         kwargs, releases = take_dpllm_options(kwargs)
         state = self._protection.begin(kwargs.pop("messages"), releases)
         if kwargs.get("stream"):
@@ -141,7 +141,7 @@ class _SyncCompletions(_Completions):
 
 class _AsyncCompletions(_Completions):
     async def create(self, **kwargs: Any) -> ChatCompletion | AsyncGuardedStream:
-        """``chat.completions.create`` with dpllm's protections (see :mod:`dpllm.wrap`)."""
+        """``chat.completions.create`` with dpllm's protections (see :mod:`dpllm.wrapper`)."""
         kwargs, releases = take_dpllm_options(kwargs)
         offload = self._protection.offload
         state: CallState = await off_loop(
