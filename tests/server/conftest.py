@@ -13,26 +13,16 @@ import pytest
 
 from dpllm.config import Settings, hash_api_key
 from dpllm.redact import Redactor
-from dpllm.release import Cost, Release
+from dpllm.release import Release
 from dpllm.testing import FakeOpenAIServer
+from dpllm.testing.releases import fake_release
 
 KEYS = {"alice": "key-alice-0123456789", "bob": "key-bob-0123456789", "admin": "key-admin-012345"}
 WEEK = "2026-W47"
 
 
 def release(name: str, value: float, lo: float, hi: float, kind: str, unit: str) -> Release:
-    return Release(
-        name=name,
-        values=(value,),
-        intervals=((lo, hi),),
-        mechanism="discrete_laplace",
-        noise_scale=4.0,
-        cost=Cost.pure(0.5),
-        fingerprint=f"fp-{name}",
-        kind=kind,
-        unit=unit,
-        seeded=True,
-    )
+    return fake_release(name, value, lo, hi, kind=kind, unit=unit, window=None)
 
 
 RESPONSES = release("responses", 160.0, 150.0, 170.0, "count", "responses")
