@@ -22,7 +22,7 @@ from pathlib import Path
 from dpllm.errors import LedgerError, LedgerUnavailable
 from dpllm.ledger import _rows
 from dpllm.ledger._sql_base import DEFAULT_LEASE_SECONDS, DEFAULT_WAIT_SECONDS, SQLBase
-from dpllm.ledger.migrations import MIGRATIONS
+from dpllm.ledger.migrations import LEDGER_TABLE, MIGRATIONS, pending
 
 __all__ = ["DEFAULT_BUSY_SECONDS", "DEFAULT_LEASE_SECONDS", "DEFAULT_WAIT_SECONDS", "SQLiteBase"]
 
@@ -170,27 +170,13 @@ class SQLiteBase(SQLBase):
         Foreign keys are off while they run (a step may rebuild a table, which
         SQLite's own procedure requires) and checked before the commit.
         """
-        known = [m.name for m in MIGRATIONS]
         conn = self._conn()
         conn.execute("PRAGMA foreign_keys = OFF")  # a no-op inside a transaction: set before
         try:
             with self._tx() as conn:
-                conn.execute(
-                    "CREATE TABLE IF NOT EXISTS dpllm_migrations "
-                    "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-                )
-                applied = [
-                    r[0] for r in conn.execute("SELECT name FROM dpllm_migrations ORDER BY name")
-                ]
-                unknown = sorted(set(applied) - set(known))
-                if unknown:
-                    raise LedgerError(
-                        f"the ledger {self.path} has migrations this dpllm does not know "
-                        f"({unknown}); upgrade dpllm"
-                    )
-                for migration in MIGRATIONS:
-                    if migration.name in applied:
-                        continue
+                conn.execute(LEDGER_TABLE)
+                applied = [r[0] for r in conn.execute("SELECT name FROM dpllm_migrations")]
+                for migration in pending(MIGRATIONS, applied, where=str(self.path)):
                     for statement in migration.statements:
                         conn.execute(statement)
                     conn.execute(

@@ -38,9 +38,12 @@ The schema keeps the portable core of the design:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["MIGRATIONS", "POSTGRES_MIGRATIONS", "Migration"]
+from dpllm.errors import LedgerError
+
+__all__ = ["LEDGER_TABLE", "MIGRATIONS", "POSTGRES_MIGRATIONS", "Migration", "pending"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,3 +300,28 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
 )
+
+
+LEDGER_TABLE = (
+    "CREATE TABLE IF NOT EXISTS dpllm_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+)
+"""The table that records which migrations a ledger database has (both backends)."""
+
+
+def pending(
+    migrations: Sequence[Migration], applied: Sequence[str], *, where: str
+) -> list[Migration]:
+    """The migrations still to apply, in order.
+
+    Raises:
+        LedgerError: the database has a migration this dpllm does not know (it was
+            written by a newer dpllm); ``where`` names the database in the message.
+    """
+    known = {m.name for m in migrations}
+    unknown = sorted(set(applied) - known)
+    if unknown:
+        raise LedgerError(
+            f"the ledger {where} has migrations this dpllm does not know ({unknown}); upgrade dpllm"
+        )
+    done = set(applied)
+    return [m for m in migrations if m.name not in done]

@@ -79,7 +79,7 @@ from dpllm.errors import ConfigError, LedgerError, LedgerUnavailable
 from dpllm.ledger import _rows, sql
 from dpllm.ledger._sql_base import DEFAULT_LEASE_SECONDS, DEFAULT_WAIT_SECONDS, Conn, Cursor
 from dpllm.ledger._sql_ledger import _WAIT, SQLCharge, SQLLedger
-from dpllm.ledger.migrations import POSTGRES_MIGRATIONS
+from dpllm.ledger.migrations import LEDGER_TABLE, POSTGRES_MIGRATIONS, pending
 from dpllm.release import Cost
 
 __all__ = ["DEFAULT_CONNECT_TIMEOUT", "PostgresLedger"]
@@ -370,25 +370,11 @@ class PostgresLedger(SQLLedger):
     # -- migrations ------------------------------------------------------------------------
     def _migrate(self) -> None:
         """Apply :data:`POSTGRES_MIGRATIONS` once, even with replicas starting together."""
-        known = [m.name for m in POSTGRES_MIGRATIONS]
         with self._tx() as conn:
             conn.execute("SELECT pg_advisory_xact_lock({}, {})".format(*_MIGRATION_LOCK))
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS dpllm_migrations "
-                "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-            )
-            applied = [
-                r[0] for r in conn.execute("SELECT name FROM dpllm_migrations ORDER BY name")
-            ]
-            unknown = sorted(set(applied) - set(known))
-            if unknown:
-                raise LedgerError(
-                    f"the ledger {_redact(self.url)} has migrations this dpllm does not know "
-                    f"({unknown}); upgrade dpllm"
-                )
-            for migration in POSTGRES_MIGRATIONS:
-                if migration.name in applied:
-                    continue
+            conn.execute(LEDGER_TABLE)
+            applied = [r[0] for r in conn.execute("SELECT name FROM dpllm_migrations")]
+            for migration in pending(POSTGRES_MIGRATIONS, applied, where=_redact(self.url)):
                 for statement in migration.statements:
                     conn.execute(statement)
                 conn.execute(
