@@ -32,12 +32,12 @@ import hmac
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from dpllm.data.engines import Engine
 from dpllm.data.sql import ColumnMap, Statement
 from dpllm.errors import InvalidPrivacyParameter
-from dpllm.privacy.mechanisms import DiscreteGaussian, DiscreteLaplace, Mechanism
+from dpllm.privacy.mechanisms import DiscreteGaussian, DiscreteLaplace, Mechanism, make_release
 from dpllm.privacy.noise import NoiseSource
 from dpllm.release import Cost, Release
 
@@ -161,6 +161,8 @@ class _Priced:
 
     epsilon: float | None = None
     rho: float | None = None
+    if TYPE_CHECKING:  # each concrete query declares its own ``name`` field
+        name: str
 
     def __post_init__(self) -> None:
         _check_budget(self.epsilon, self.rho)
@@ -174,6 +176,38 @@ class _Priced:
 
     def mechanisms(self) -> tuple[Mechanism, ...]:
         raise NotImplementedError  # pragma: no cover - every query defines its own
+
+    def _count_release(
+        self,
+        exact: Exact,
+        *,
+        unit: str,
+        labels: tuple[str, ...] = (),
+        fingerprint: str,
+        window: str,
+        confidence: float,
+        noise: NoiseSource | None,
+    ) -> Release:
+        """The release of a count (or a vector of counts) noised by the query's one mechanism.
+
+        Privacy: the mechanism's guarantee for the sensitivity its query proves; the
+        clamp at 0 uses only the public fact that counts are never negative, so it is
+        post-processing and free.
+        """
+        (mech,) = self.mechanisms()
+        return make_release(
+            mech,
+            exact.values,
+            name=self.name,
+            fingerprint=fingerprint,
+            kind="count",
+            unit=unit,
+            labels=labels,
+            window=window,
+            confidence=confidence,
+            noise=noise,
+            clamp=(0.0, math.inf),
+        )
 
     @property
     def cost(self) -> Cost:

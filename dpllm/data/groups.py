@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from dpllm.data import sql
 from dpllm.data.base import Exact, Scope, _check_bound, _Priced, keyed_choice
 from dpllm.errors import DataError
-from dpllm.privacy.mechanisms import Mechanism, make_release
+from dpllm.privacy.mechanisms import Mechanism
 from dpllm.privacy.noise import NoiseSource
 from dpllm.release import Release
 
@@ -101,17 +101,12 @@ class CourseBreakdown(_Priced):
         confidence: float,
         noise: NoiseSource | None,
     ) -> Release:
-        (mech,) = self.mechanisms()
-        return make_release(
-            mech,
-            exact.values,
-            name=self.name,
-            fingerprint=fingerprint,
-            kind="count",
+        return self._count_release(
+            exact,
             unit="records",
             labels=self.courses,
+            fingerprint=fingerprint,
             window=window,
             confidence=confidence,
             noise=noise,
-            clamp=(0.0, math.inf),
         )

@@ -18,7 +18,6 @@ Gaussian), not both.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from dpllm.data import sql
@@ -114,18 +113,13 @@ class FeedbackCount(_Priced):
         confidence: float,
         noise: NoiseSource | None,
     ) -> Release:
-        (mech,) = self.mechanisms()
-        return make_release(
-            mech,
-            exact.values,
-            name=self.name,
-            fingerprint=fingerprint,
-            kind="count",
+        return self._count_release(
+            exact,
             unit="records",
+            fingerprint=fingerprint,
             window=window,
             confidence=confidence,
             noise=noise,
-            clamp=(0.0, math.inf),
         )
 
 
@@ -165,18 +159,13 @@ class ActiveUsers(_Priced):
         confidence: float,
         noise: NoiseSource | None,
     ) -> Release:
-        (mech,) = self.mechanisms()
-        return make_release(
-            mech,
-            exact.values,
-            name=self.name,
-            fingerprint=fingerprint,
-            kind="count",
+        return self._count_release(
+            exact,
             unit="users",
+            fingerprint=fingerprint,
             window=window,
             confidence=confidence,
             noise=noise,
-            clamp=(0.0, math.inf),
         )
 
 
@@ -345,17 +334,12 @@ class RatingHistogram(_Priced):
         confidence: float,
         noise: NoiseSource | None,
     ) -> Release:
-        (mech,) = self.mechanisms()
-        return make_release(
-            mech,
-            exact.values,
-            name=self.name,
-            fingerprint=fingerprint,
-            kind="count",
+        return self._count_release(
+            exact,
             unit="ratings",
             labels=RATING_LABELS,
+            fingerprint=fingerprint,
             window=window,
             confidence=confidence,
             noise=noise,
-            clamp=(0.0, math.inf),
         )

@@ -33,7 +33,7 @@ from typing import Any
 from dpllm.data import sql
 from dpllm.data.base import Exact, Scope, _check_bound, _Priced, keyed_choice
 from dpllm.errors import ConfigError, InvalidPrivacyParameter
-from dpllm.privacy.mechanisms import DiscreteLaplace, Mechanism, make_release, permute_and_flip
+from dpllm.privacy.mechanisms import DiscreteLaplace, Mechanism, permute_and_flip
 from dpllm.privacy.noise import NoiseSource, SecureNoise
 from dpllm.release import Cost, Release
 
@@ -239,19 +239,14 @@ class TopicCounts(_Priced):
         confidence: float,
         noise: NoiseSource | None,
     ) -> Release:
-        (mech,) = self.mechanisms()
-        return make_release(
-            mech,
-            exact.values,
-            name=self.name,
-            fingerprint=fingerprint,
-            kind="count",
+        return self._count_release(
+            exact,
             unit="users",
             labels=self.vocabulary.names,
+            fingerprint=fingerprint,
             window=window,
             confidence=confidence,
             noise=noise,
-            clamp=(0.0, math.inf),
         )
 
 
