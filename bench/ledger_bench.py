@@ -1,6 +1,6 @@
 """Ledger throughput: charges per second on SQLite and on PostgreSQL, 1 to 16 clients.
 
-Run: ``python bench/ledger_bench.py [--n 1500] [--dir DIR] [--pg URL | --no-pg]``.
+Run: ``python bench/ledger_bench.py [--n 1500] [--dir DIR] [--pg URL | --no-pg | --no-sqlite]``.
 
 Figures printed:
 
@@ -215,8 +215,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (median kept)")
     parser.add_argument("--dir", default=None, help="directory for the database files")
     parser.add_argument("--pg", default=PG_ADMIN_URL, help="PostgreSQL admin URL")
-    parser.add_argument("--pg-n", type=int, default=800, help="charges per PostgreSQL figure")
+    parser.add_argument("--pg-n", type=int, default=4000, help="charges per PostgreSQL figure")
     parser.add_argument("--no-pg", action="store_true", help="SQLite only")
+    parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="dpllm-ledger-bench-", dir=args.dir))
     try:
@@ -227,6 +228,9 @@ def main() -> None:
         print(f"  python           {sys.version.split()[0]}")
         print(f"  sqlite           {sqlite3.sqlite_version}")
         print(f"  database dir     {root}")
+        if args.no_sqlite:
+            pg_report(args.pg, args.pg_n, args.rounds)
+            return
         figures: dict[str, list[float]] = {
             "base": [], "charge": [], "release": [], "multi": [], "multi16": []
         }  # fmt: skip

@@ -15,7 +15,9 @@ The path (pool and ancestors) comes from a per-handle cache; the lifetime
 process changed is caught inside the same transaction, rolled back and
 charged again on the path read afresh. A refusal is always judged on a fresh
 path. On PostgreSQL the lock and the read go in one pipelined round trip, and
-all the writes in another (``_batch``): ~4 round trips per charge, not ~16.
+all the writes in another (``_batch``): ~4 round trips per charge, not ~16; and
+once the path is cached, a new charge is one round trip through a server-side
+function that repeats these statements (:mod:`dpllm.ledger.postgres`).
 
 Why nothing is lost, doubled or pushed past a cap, on any backend:
 

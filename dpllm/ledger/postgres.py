@@ -7,6 +7,17 @@ transactions, the per-query lock and the PostgreSQL schema
 (:data:`~dpllm.ledger.migrations.POSTGRES_MIGRATIONS`: ``BIGINT`` micro-units,
 never floats).
 
+**One round trip per charge.** Once a handle knows a pool's path, a new charge
+is one simple-query message — ``BEGIN``, the server-side function
+:data:`~dpllm.ledger.migrations.CHARGE_FUNCTION` (the general path's statements
+for a new query id, in the same order, under the same locks), ``COMMIT`` and the
+flush wait below — so the hot pool rows are locked only while the server runs
+those statements back to back, never across a round trip to a client process
+that the OS may have descheduled. Whatever the function does not settle itself
+(a refusal, a path another replica changed, a charge row that is not a stored
+release) aborts that transaction whole and goes to the general path, which
+judges the request again and records it (:mod:`dpllm.ledger._sql_ledger`).
+
 **Why no charge is lost, doubled or pushed past a cap** — what this relies on:
 
 * Transactions run at ``READ COMMITTED`` (set explicitly on every ``BEGIN``,
@@ -65,6 +76,7 @@ import functools
 import os
 import re
 import secrets
+import select
 import threading
 import time
 import weakref
@@ -79,6 +91,7 @@ from dpllm.errors import ConfigError, LedgerError, LedgerUnavailable
 from dpllm.ledger import _rows, sql
 from dpllm.ledger._sql_base import DEFAULT_LEASE_SECONDS, DEFAULT_WAIT_SECONDS, Conn, Cursor
 from dpllm.ledger._sql_ledger import _WAIT, SQLCharge, SQLLedger
+from dpllm.ledger.base import PoolSpec
 from dpllm.ledger.migrations import LEDGER_TABLE, POSTGRES_MIGRATIONS, pending
 from dpllm.release import Cost
 
@@ -106,6 +119,15 @@ _BEGIN = b"BEGIN ISOLATION LEVEL READ COMMITTED"
 # xid and waits for its flush. WAL is flushed in order, so that flush covers the charge.
 _BEGIN_EARLY = _BEGIN + b"; SET LOCAL synchronous_commit = off"
 _COMMIT_EARLY = b"COMMIT; BEGIN; SELECT pg_current_xact_id(); COMMIT"
+# The one-round-trip charge (migration 0004) and the SQLSTATE it raises for anything
+# but a clean charge: a refusal or a changed path (the transaction is then aborted).
+_CHARGE_CALL = sql.to_pyformat(
+    "SELECT out_status, out_release FROM dpllm_charge(:query_id, :window, :measure, :micro, "
+    ":analyst, :description, :owner, :lease_expires, :now, :detail, "
+    "CAST(:pools AS TEXT[]), CAST(:micros AS BIGINT[]), CAST(:parents AS TEXT[]), "
+    "CAST(:measures AS TEXT[]))"
+)
+_NOT_CLEAN = "DPL01"
 
 
 @functools.lru_cache(maxsize=256)
@@ -250,6 +272,23 @@ class PostgresLedger(SQLLedger):
             self._all.remove(conn)
         conn.close()
 
+    def _checkout_live(self) -> psycopg.Connection[Any]:
+        """A connection whose server has not hung up while it sat idle.
+
+        For statements sent without a separate ``BEGIN`` round trip first: an idle
+        socket with something to read holds the server's goodbye (a restart, an
+        admin's kill), so it is dropped here, before anything is sent, rather than
+        failing a request whose outcome would then be unknown.
+        """
+        for _ in range(MAX_IDLE + 1):
+            raw = self._checkout()
+            readable, _, _ = select.select([raw.fileno()], [], [], 0)
+            if not readable:
+                return raw
+            raw.close()
+            self._checkin(raw)
+        return self._checkout()
+
     def _owner(self) -> str:
         token: str | None = getattr(self._local, "token", None)
         if token is None or getattr(self._local, "pid", None) != os.getpid():
@@ -361,11 +400,76 @@ class PostgresLedger(SQLLedger):
     ) -> SQLCharge | object:
         self._local.early_release = True
         try:
+            path = self._path_cache.get(pool)
+            if path is not None:
+                fast = self._charge_in_one_trip(query_id, path, window, cost, analyst, description)
+                if fast is not None:
+                    return fast
             return super()._try_acquire(query_id, pool, window, cost, analyst, description)
         except _Retry:
             return _WAIT  # rolled back whole: the acquire loop runs it again
         finally:
             self._local.early_release = False
+
+    def _charge_in_one_trip(
+        self,
+        query_id: str,
+        path: list[PoolSpec],
+        window: str,
+        cost: Cost,
+        analyst: str,
+        description: str,
+    ) -> SQLCharge | None:
+        """A new charge (or a cache hit) and its COMMIT in one round trip after BEGIN.
+
+        :data:`~dpllm.ledger.migrations.CHARGE_FUNCTION` does what the general path
+        does for a new query id, server-side, and the COMMIT (early lock release,
+        then the flush wait) follows it in the same message: the pool rows are
+        locked only while the server runs those statements back to back, never
+        across a round trip to this process. ``None`` when the request needs the
+        general path — the query id has a charge row that is not a stored release,
+        or a pool refused or changed (then nothing was written: the function
+        aborts the transaction whole, and the general path judges the request
+        again on a fresh path and records the refusal).
+        """
+        parts = self._parts(path, cost)
+        now = self._clock()
+        owner = self._owner()
+        params: dict[str, Any] = {
+            "query_id": query_id, "window": window, "measure": cost.measure.value,
+            "micro": cost.micro, "analyst": analyst, "description": description,
+            "owner": owner, "lease_expires": now + self._lease,
+            "now": _rows.iso_time(now), "detail": f"{cost.measure.value}; {description}",
+            "pools": [spec.name for spec, _ in parts], "micros": [m for _, m in parts],
+            "parents": [spec.parent for spec, _ in parts],
+            "measures": [spec.measure.value for spec, _ in parts],
+        }  # fmt: skip
+        raw = self._checkout_live()
+        try:
+            try:
+                text = psycopg.ClientCursor(raw).mogrify(_CHARGE_CALL, params)
+                cur = raw.execute(_BEGIN_EARLY + b"; " + text.encode() + b"; " + _COMMIT_EARLY)
+                cur.nextset()  # BEGIN, SET LOCAL, then the function's row
+                cur.nextset()
+                status, release_json = cur.fetchone() or (None, None)
+            except psycopg.Error as exc:
+                self._rollback(raw)
+                if exc.sqlstate == _NOT_CLEAN:
+                    self._path_cache.pop(path[0].name, None)
+                    return None
+                raise self._translate(exc, "commit") from exc
+        finally:
+            self._checkin(raw)
+        if status == "charged":
+            return SQLCharge(
+                self, query_id=query_id, cost=cost, owner=owner, cached=None, refundable=True
+            )
+        if status == "cached" and isinstance(release_json, str):
+            cached = _rows.release_from_json(release_json)
+            return SQLCharge(
+                self, query_id=query_id, cost=cost, owner=None, cached=cached, refundable=False
+            )
+        return None
 
     # -- migrations ------------------------------------------------------------------------
     def _migrate(self) -> None:

@@ -82,10 +82,22 @@ def test_bad_url() -> None:
         PostgresLedger("mysql://x")
 
 
-def test_connections_killed_by_a_restart_are_replaced(pg_ledger_url: str) -> None:
-    """Idle connections whose backends died are dropped before use; nothing fails."""
+@pytest.mark.parametrize("path_cached", [False, True], ids=["general-path", "one-trip"])
+def test_connections_killed_by_a_restart_are_replaced(
+    pg_ledger_url: str, path_cached: bool
+) -> None:
+    """Idle connections whose backends died are dropped before use; nothing fails.
+
+    Both charge paths: the general one (BEGIN alone first) and the one-round-trip
+    charge, which sends BEGIN with everything else and so checks the idle socket
+    for the server's goodbye before sending.
+    """
     ledger = PostgresLedger(pg_ledger_url)
     ledger.ensure_pool(pure_pool("p", 1.0))
+    if path_cached:
+        with ledger.charging(query_id="warm", pool="p", window=WEEK, cost=Cost.pure(0.1)):
+            pass  # refunded (no data read); the pool's path is now cached
+        assert "p" in ledger._path_cache
     with psycopg.connect(pg_ledger_url, autocommit=True) as admin:
         killed = admin.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
