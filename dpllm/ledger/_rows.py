@@ -53,7 +53,9 @@ def owner_gone(owner: str | None, lease_expires: float | None, now: float) -> bo
     return False
 
 
-def check_request(*, query_id: object, window: object, cost: object, analyst: object) -> None:
+def check_request(
+    *, query_id: object, window: object, cost: object, analyst: object, description: object = ""
+) -> None:
     """Validate a charge request before anything touches the database."""
     if not isinstance(query_id, str) or not query_id or len(query_id) > 512:
         raise InvalidPrivacyParameter(
@@ -66,6 +68,25 @@ def check_request(*, query_id: object, window: object, cost: object, analyst: ob
         )
     if not isinstance(analyst, str) or not analyst:
         raise InvalidPrivacyParameter(f"analyst must be a non-empty string, got {analyst!r}")
+    if not isinstance(description, str):
+        raise InvalidPrivacyParameter(f"description must be a string, got {description!r}")
+    for name, text in (("query_id", query_id), ("analyst", analyst), ("description", description)):
+        if not _storable(text):
+            raise InvalidPrivacyParameter(
+                f"{name} holds a NUL character or an unpaired surrogate, which no ledger "
+                f"database can store: {text!r}"
+            )
+
+
+def _storable(text: str) -> bool:
+    """Text both SQLite and PostgreSQL store as given (valid UTF-8, no NUL)."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def pool_from_row(row: Row) -> PoolSpec:

@@ -41,7 +41,6 @@ from dpllm.errors import (
     BudgetError,
     ChargeInProgress,
     ConfigError,
-    InvalidPrivacyParameter,
     LedgerError,
     QueryFailed,
 )
@@ -219,9 +218,9 @@ class SQLLedger(SQLBase):
         Privacy: each pool on the path is charged the cost in its own measure
         (pure ε converts to ρ = ε²/2 in a zCDP pool), at most once per query id.
         """
-        _rows.check_request(query_id=query_id, window=window, cost=cost, analyst=analyst)
-        if not isinstance(description, str):
-            raise InvalidPrivacyParameter(f"description must be a string, got {description!r}")
+        _rows.check_request(
+            query_id=query_id, window=window, cost=cost, analyst=analyst, description=description
+        )
         handle = self._acquire(query_id, pool, window, cost, analyst, description)
         try:
             yield handle

@@ -73,6 +73,7 @@ second charge.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 import secrets
@@ -121,11 +122,9 @@ _BEGIN_EARLY = _BEGIN + b"; SET LOCAL synchronous_commit = off"
 _COMMIT_EARLY = b"COMMIT; BEGIN; SELECT pg_current_xact_id(); COMMIT"
 # The one-round-trip charge (migration 0004) and the SQLSTATE it raises for anything
 # but a clean charge: a refusal or a changed path (the transaction is then aborted).
-_CHARGE_CALL = sql.to_pyformat(
-    "SELECT out_status, out_release FROM dpllm_charge(:query_id, :window, :measure, :micro, "
-    ":analyst, :description, :owner, :lease_expires, :now, :detail, "
-    "CAST(:pools AS TEXT[]), CAST(:micros AS BIGINT[]), CAST(:parents AS TEXT[]), "
-    "CAST(:measures AS TEXT[]))"
+_PATH_ARRAYS = (
+    "CAST(%(pools)s AS TEXT[]), CAST(%(micros)s AS BIGINT[]), CAST(%(parents)s AS TEXT[]), "
+    "CAST(%(measures)s AS TEXT[])"
 )
 _NOT_CLEAN = "DPL01"
 
@@ -217,6 +216,8 @@ class PostgresLedger(SQLLedger):
         self._idle: list[psycopg.Connection[Any]] = []
         self._all: list[psycopg.Connection[Any]] = []
         self._finalizer = weakref.finalize(self, _close_all, self._all, self._pid)
+        # (path, micro per pool) → that path's arrays, quoted, for the one-trip charge
+        self._path_literals: dict[tuple[tuple[str, str | None, str, int], ...], bytes] = {}
         self._migrate()
 
     def __repr__(self) -> str:
@@ -411,6 +412,64 @@ class PostgresLedger(SQLLedger):
         finally:
             self._local.early_release = False
 
+    def _charge_statement(
+        self,
+        raw: psycopg.Connection[Any],
+        query_id: str,
+        parts: list[tuple[PoolSpec, int]],
+        window: str,
+        cost: Cost,
+        analyst: str,
+        description: str,
+        owner: str,
+    ) -> bytes:
+        """The one-trip charge as one simple-query message, values quoted by libpq.
+
+        A simple query carries no parameters, so the values are written into the
+        text as literals: strings through libpq's ``PQescapeLiteral`` for this
+        connection's encoding, integers and finite floats by Python's exact
+        ``str``/``repr``. The path's arrays (the same for every charge of a pool
+        and cost) are quoted once by psycopg and kept.
+        """
+        encoding = raw.info.encoding
+        quote = psycopg.pq.Escaping(raw.pgconn).escape_literal
+        key = tuple((spec.name, spec.parent, spec.measure.value, micro) for spec, micro in parts)
+        arrays = self._path_literals.get(key)
+        if arrays is None:
+            arrays = (
+                psycopg.ClientCursor(raw)
+                .mogrify(
+                    _PATH_ARRAYS,
+                    {
+                        "pools": [spec.name for spec, _ in parts],
+                        "micros": [micro for _, micro in parts],
+                        "parents": [spec.parent for spec, _ in parts],
+                        "measures": [spec.measure.value for spec, _ in parts],
+                    },
+                )
+                .encode(encoding)
+            )
+            if len(self._path_literals) >= 256:
+                self._path_literals.clear()
+            self._path_literals[key] = arrays
+        now = self._clock()
+        lease_expires = now + self._lease
+        if not math.isfinite(lease_expires):
+            raise LedgerError(f"the ledger's clock gave {now!r}, not a time")
+
+        def text(value: str) -> bytes:
+            return quote(value.encode(encoding))
+
+        values = b", ".join((  # in dpllm_charge's parameter order
+            text(query_id), text(window), text(cost.measure.value), str(int(cost.micro)).encode(),
+            text(analyst), text(description), text(owner), repr(float(lease_expires)).encode(),
+            text(_rows.iso_time(now)), text(f"{cost.measure.value}; {description}"),
+        ))  # fmt: skip
+        return b"".join(
+            (_BEGIN_EARLY, b"; SELECT out_status, out_release FROM dpllm_charge(", values,
+             b", ", arrays, b"); ", _COMMIT_EARLY)
+        )  # fmt: skip
+
     def _charge_in_one_trip(
         self,
         query_id: str,
@@ -433,22 +492,14 @@ class PostgresLedger(SQLLedger):
         again on a fresh path and records the refusal).
         """
         parts = self._parts(path, cost)
-        now = self._clock()
         owner = self._owner()
-        params: dict[str, Any] = {
-            "query_id": query_id, "window": window, "measure": cost.measure.value,
-            "micro": cost.micro, "analyst": analyst, "description": description,
-            "owner": owner, "lease_expires": now + self._lease,
-            "now": _rows.iso_time(now), "detail": f"{cost.measure.value}; {description}",
-            "pools": [spec.name for spec, _ in parts], "micros": [m for _, m in parts],
-            "parents": [spec.parent for spec, _ in parts],
-            "measures": [spec.measure.value for spec, _ in parts],
-        }  # fmt: skip
         raw = self._checkout_live()
         try:
             try:
-                text = psycopg.ClientCursor(raw).mogrify(_CHARGE_CALL, params)
-                cur = raw.execute(_BEGIN_EARLY + b"; " + text.encode() + b"; " + _COMMIT_EARLY)
+                statement = self._charge_statement(
+                    raw, query_id, parts, window, cost, analyst, description, owner
+                )
+                cur = raw.execute(statement)
                 cur.nextset()  # BEGIN, SET LOCAL, then the function's row
                 cur.nextset()
                 status, release_json = cur.fetchone() or (None, None)

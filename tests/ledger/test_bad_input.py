@@ -117,3 +117,21 @@ def test_read_only_database_refuses_charges(tmp_path: Path) -> None:
     ledger._local.conn = None
     fresh = SQLiteLedger(path)
     assert fresh.balance("p", WEEK).spent == 0
+
+
+@pytest.mark.parametrize("field", ["query_id", "analyst", "description"])
+@pytest.mark.parametrize("bad", ["nul \x00 byte", "lone \ud800 surrogate"])
+def test_unstorable_text_is_refused_before_anything_is_spent(
+    ledger_factory: Any, field: str, bad: str
+) -> None:
+    ledger = ledger_factory()
+    ledger.ensure_pool(pure_pool("p", 1.0))
+    with ledger.charging(query_id="warm", pool="p", window=WEEK, cost=Cost.pure(0.1)):
+        pass  # refunded; the pool's path is now cached (PostgreSQL's one-trip charge)
+    events = len(ledger.history())
+    request = {"query_id": "q", "analyst": "ana", "description": ""} | {field: bad}
+    with pytest.raises(InvalidPrivacyParameter, match=field):
+        with ledger.charging(pool="p", window=WEEK, cost=Cost.pure(0.1), **request):
+            pass
+    assert ledger.balance("p", WEEK).spent == 0
+    assert len(ledger.history()) == events

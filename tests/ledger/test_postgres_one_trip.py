@@ -151,3 +151,34 @@ def test_a_path_changed_by_another_replica_is_charged_on_the_new_path(
     )
     assert spy.outcomes == Counter(general=1, charged=1)
     assert ledger.balance("division", WEEK).spent == 2 * COST.micro
+
+
+TRICKY = [
+    "it's a \\ back'slash; DROP TABLE pools; --",
+    "E'\\x27' $$ $fn$ %s %(x)s {a,b} \"q\"",
+    "分析师 — ünïcödé ✓",
+]
+
+
+@pytest.mark.parametrize("text", TRICKY)
+def test_values_are_stored_as_given_in_one_trip(
+    pg_ledger_url: str, monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    """The one-trip charge writes its values into a simple query as literals; whatever
+    the text, what is stored is exactly what was given (and nothing else runs)."""
+    ledger = _ledger(pg_ledger_url)
+    release_once(
+        ledger, query_id="warm", pool="team", window=WEEK, cost=COST,
+        compute=compute_for("warm", COST),
+    )  # fmt: skip
+    spy = Spy(ledger, monkeypatch)
+    release_once(
+        ledger, query_id=text, pool="team", window=WEEK, cost=COST,
+        compute=compute_for(text, COST), analyst=text, description=text,
+    )  # fmt: skip
+    assert spy.outcomes == Counter(charged=1)
+    charge, parts, audit = _rows(ledger, text)
+    assert charge == [("team", WEEK, "pure", COST.micro, text, text, "released", None)]
+    assert audit[0] == ("charge", text, "team", WEEK, COST.micro, f"pure; {text}")
+    assert len(parts) == 2
+    assert ledger.balance("org", WEEK).spent == 2 * COST.micro
