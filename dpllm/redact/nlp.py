@@ -31,6 +31,7 @@ from presidio_analyzer.context_aware_enhancers import (
 from presidio_analyzer.nlp_engine import NlpArtifacts, NlpEngine
 
 from dpllm.errors import RedactionError
+from dpllm.redact.greedy_ner import GreedyNer
 from dpllm.redact.prefilter import SEPARATOR, TokenWindows, ner_windows, token_windows
 
 __all__ = ["EN_MODEL_PACKAGE", "DualNlpEngine", "FastContextEnhancer", "NerSpan"]
@@ -124,6 +125,7 @@ class DualNlpEngine(NlpEngine):
         self._en_model = en_model
         self.ner_prefilter = ner_prefilter
         self._nlp: Any = None
+        self._ner: GreedyNer | None = None
         self._jieba: Any = None
         self._tags: dict[str, str] = {}
 
@@ -146,6 +148,7 @@ class DualNlpEngine(NlpEngine):
             if listeners is not None and not set(listeners) & set(nlp.pipe_names):
                 nlp.remove_pipe(_EN_SHARED_TOK2VEC)
         self._nlp = nlp
+        self._ner = GreedyNer(nlp.get_pipe("ner")) if nlp.pipe_names == ["ner"] else None
         try:
             import jieba
             import jieba.posseg
@@ -265,7 +268,10 @@ class DualNlpEngine(NlpEngine):
             return []
         if windows.starts == (0,) and windows.ends == (len(doc),):
             # one window over everything: NER on the doc itself, no copy, no mapping
-            return [(e.label_, e.start_char, e.end_char) for e in self._nlp(doc).ents]
+            return [
+                (label, starts[start], starts[end - 1] + len(words[end - 1]))
+                for label, start, end in self._entities(doc)
+            ]
         from spacy.attrs import NORM
         from spacy.tokens import Doc
 
@@ -290,13 +296,19 @@ class DualNlpEngine(NlpEngine):
         joined_doc.from_array([NORM], norms)
         joined = windows.joined_starts()
         out = []
-        for ent in self._nlp(joined_doc).ents:
-            mapped = windows.to_full(ent.start, ent.end, joined)
+        for label, start, end in self._entities(joined_doc):
+            mapped = windows.to_full(start, end, joined)
             if mapped is None:  # across a separator: not a span of the original text
                 continue
-            span = doc[mapped[0] : mapped[1]]
-            out.append((ent.label_, span.start_char, span.end_char))
+            first, last = mapped[0], mapped[1] - 1
+            out.append((label, starts[first], starts[last] + len(words[last])))
         return out
+
+    def _entities(self, doc: Any) -> list[tuple[str, int, int]]:
+        """NER on a fresh doc as ``(label, start_token, end_token)`` (see :mod:`.greedy_ner`)."""
+        if self._ner is not None:
+            return self._ner(doc)
+        return [(e.label_, e.start, e.end) for e in self._nlp(doc).ents]
 
     def _process_zh(self, text: str) -> NlpArtifacts:
         words: list[str] = []

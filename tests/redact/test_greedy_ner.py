@@ -1,0 +1,74 @@
+"""GreedyNer gives exactly spaCy's entities (labels and token spans), on every kind of text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dpllm.errors import RedactionError
+from dpllm.redact.greedy_ner import GreedyNer
+from dpllm.redact.nlp import DualNlpEngine
+from dpllm.redact.prefilter import SEPARATOR
+
+CORPUS = Path(__file__).parents[1] / "data" / "redact_corpus.jsonl"
+
+
+@pytest.fixture(scope="module")
+def nlp() -> Any:
+    engine = DualNlpEngine()
+    engine.load()
+    return engine._nlp
+
+
+def _spacy(nlp: Any, text: str) -> list[tuple[str, int, int]]:
+    return [(e.label_, e.start, e.end) for e in nlp(text).ents]
+
+
+def _corpus_texts() -> list[str]:
+    records = [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines()]
+    texts = [r["text"] for r in records]
+    english = " ".join(r["text"] for r in records if r["lang"] == "en")
+    return [*texts, english[:2_000], english[:20_000], SEPARATOR.join(texts[:40])]
+
+
+def test_same_entities_as_spacy_on_the_corpus(nlp: Any) -> None:
+    decoder = GreedyNer(nlp.get_pipe("ner"))
+    differences = {}
+    total = 0
+    for text in _corpus_texts():
+        expected = _spacy(nlp, text)
+        total += len(expected)
+        got = decoder(nlp.make_doc(text))
+        if got != expected:
+            differences[text[:60]] = (got, expected)
+    assert differences == {}
+    assert total > 1_000  # the comparison covered many entities, not an empty corner
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   ",
+        "Apple is looking at buying U.K. startup for $1 billion, said Tim Cook in San Francisco.",
+        "The Eiffel Tower in Paris was built in 1889.\n\nNew  York City  is big.",
+        "  Barack Obama met Angela Merkel in Berlin on 3 March 2015 at 10am; 50% agreed.",
+        "Ella",  # one token: no B, only U or O
+        "Mr. John Ronald Reuel Tolkien wrote The Lord of the Rings in the 1950s.",
+        "the first quarter of 2026 saw three hundred new students from Germany and Japan",
+    ],
+)
+def test_same_entities_as_spacy_in_prose(nlp: Any, text: str) -> None:
+    assert GreedyNer(nlp.get_pipe("ner"))(nlp.make_doc(text)) == _spacy(nlp, text)
+
+
+def test_rejects_a_beam_search_ner(nlp: Any) -> None:
+    class Beam:
+        cfg = {"beam_width": 4}
+        model = nlp.get_pipe("ner").model
+
+    with pytest.raises(RedactionError, match="greedy"):
+        GreedyNer(Beam())
