@@ -218,7 +218,15 @@ class GuardError(DPLLMError, ValueError):
 
 
 class ModelError(DPLLMError, RuntimeError):
-    """The language-model call failed."""
+    """The language-model call failed.
+
+    ``status`` is the model server's HTTP status when it answered with an error
+    (``None`` otherwise).
+    """
+
+    def __init__(self, message: str = "", *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class ModelUnreachable(ModelError, ConnectionError):

@@ -74,7 +74,7 @@ def serve(
                 ws="none",
             )
             return
-        app = create_app(settings)
+        app = create_app(settings, environ=os.environ)
     except DPLLMError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=1) from None
@@ -92,7 +92,7 @@ def worker_app() -> Any:
     from dpllm.server import create_app
 
     settings = Settings.load(os.environ[_CONFIG_ENV]).from_env(os.environ)
-    return create_app(settings)
+    return create_app(settings, environ=os.environ)
 
 
 @serve_app.command("hash-key")

@@ -15,7 +15,7 @@ OpenAPI docs (``/docs``, ``/openapi.json``). The local-DP report endpoint
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,7 @@ from dpllm.server.auth import ApiKeyMiddleware
 from dpllm.server.errors import install_error_handlers
 from dpllm.server.logging import RequestLogMiddleware
 from dpllm.server.state import LedgerOpener, ServerState, server_state
+from dpllm.server.upstream import UpstreamClient, lean_eligible
 
 if TYPE_CHECKING:
     from dpllm.data.engines import Engine
@@ -106,9 +107,12 @@ def include_optional_routers(
     return included
 
 
-def _upstream(settings: Settings, redactor: TextRedactor | None) -> tuple[Any, Any]:
+def _upstream(
+    settings: Settings, redactor: TextRedactor | None, environ: Mapping[str, str] | None
+) -> tuple[Any, Any, UpstreamClient | None]:
+    """The protected SDK client, the raw one, and the lean client when it fits the URL."""
     if settings.model.provider != "openai":
-        return None, None
+        return None, None, None
     import openai
 
     from dpllm.wrapper import NoRedaction, wrap
@@ -133,7 +137,18 @@ def _upstream(settings: Settings, redactor: TextRedactor | None) -> tuple[Any, A
         unsupported=settings.guard_unsupported,
         max_attempts=m.max_attempts,
     )
-    return wrapped, raw
+    lean = None
+    if m.base_url and lean_eligible(m.base_url, environ):
+        from dpllm import __version__
+
+        lean = UpstreamClient(
+            m.base_url,
+            api_key=m.api_key or "unused",
+            timeout=m.timeout,
+            max_retries=m.max_retries,
+            user_agent=f"dpllm/{__version__}",
+        )
+    return wrapped, raw, lean
 
 
 def create_app(
@@ -142,6 +157,7 @@ def create_app(
     redactor: TextRedactor | None = None,
     ledger_opener: LedgerOpener | None = None,
     engine_opener: Callable[[], Engine] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> FastAPI:
     """The proxy app for ``settings``.
 
@@ -152,6 +168,10 @@ def create_app(
         ledger_opener: opens the ledger from its URL (default
             :func:`dpllm.ledger.factory.open_ledger`).
         engine_opener: opens the data engine (default: from ``settings.data``).
+        environ: the process environment (``dpllm serve`` passes ``os.environ``):
+            its proxy variables decide, as they do for the SDK's client, whether
+            non-streaming chat may use the lean upstream client
+            (:func:`dpllm.server.upstream.lean_eligible`). ``None``: no proxy.
 
     Returns:
         The FastAPI app (serve it with uvicorn).
@@ -159,11 +179,12 @@ def create_app(
     from dpllm import __version__
     from dpllm.server import routes_chat, routes_stats
 
-    wrapped, raw = _upstream(settings, redactor)
+    wrapped, raw, lean = _upstream(settings, redactor, environ)
     state = ServerState(
         settings,
         upstream=wrapped,
         raw_upstream=raw,
+        lean_upstream=lean,
         ledger_opener=ledger_opener,
         engine_opener=engine_opener,
     )
@@ -172,6 +193,8 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         state.protect_executor.shutdown(wait=False, cancel_futures=True)
+        if lean is not None:
+            await lean.aclose()
         if raw is not None:
             await raw.close()
 

@@ -40,6 +40,7 @@ from dpllm.errors import (
     LedgerError,
     ModelError,
     ModelTimeout,
+    ModelUnreachable,
     UnknownPool,
     UnknownTicket,
 )
@@ -134,7 +135,18 @@ def status_and_body(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, 
             ),
             {},
         )
-    if isinstance(exc, openai.APIConnectionError):
+    if isinstance(exc, ModelError) and exc.status is not None:
+        return (
+            502,
+            error_body(
+                str(exc),  # dpllm's own words: the status and the error type, no upstream text
+                "upstream_error",
+                code="upstream_error",
+                upstream_status=exc.status,
+            ),
+            {},
+        )
+    if isinstance(exc, ModelUnreachable | openai.APIConnectionError):
         return (
             502,
             error_body(

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,7 +29,7 @@ from dpllm.server.logging import log_event
 from dpllm.server.state import ServerState, caller, server_state
 from dpllm.wrapper import drive_async, off_loop
 
-__all__ = ["ChatCompletionRequest", "router"]
+__all__ = ["ChatCompletionRequest", "parse_chat_request", "router"]
 
 router = APIRouter(tags=["chat"])
 
@@ -43,7 +44,11 @@ class ChatMessage(BaseModel):
 
 
 class ChatCompletionRequest(BaseModel):
-    """OpenAI's chat-completions request; unknown fields are forwarded as they are."""
+    """OpenAI's chat-completions request; unknown fields are forwarded as they are.
+
+    The documented schema of ``POST /v1/chat/completions``; the route checks
+    bodies with :func:`parse_chat_request`, which enforces the same rules.
+    """
 
     model_config = ConfigDict(extra="allow")
 
@@ -65,15 +70,14 @@ def _create_parameters() -> frozenset[str]:
 _KNOWN: frozenset[str] | None = None
 
 
-def forward_arguments(body: ChatCompletionRequest, default_model: str) -> dict[str, Any]:
-    """The request as ``create(**kwargs)``: known parameters by name, the rest in ``extra_body``."""
+def forward_arguments(wire: dict[str, Any]) -> dict[str, Any]:
+    """The wire body as ``create(**kwargs)``: known parameters by name, the rest in ``extra_body``."""
     global _KNOWN
     if _KNOWN is None:
         _KNOWN = _create_parameters()
-    raw = wire_body(body, default_model)
     extra: dict[str, Any] = {}
     kwargs: dict[str, Any] = {}
-    for key, value in raw.items():
+    for key, value in wire.items():
         if key in _KNOWN:
             kwargs[key] = value
         else:
@@ -83,35 +87,121 @@ def forward_arguments(body: ChatCompletionRequest, default_model: str) -> dict[s
     return kwargs
 
 
-def wire_body(body: ChatCompletionRequest, default_model: str) -> dict[str, Any]:
-    """The request as JSON again (only the fields the caller sent), with the model set."""
-    raw = body.model_dump(exclude_unset=True)  # nested: the messages are dicts too
-    raw["model"] = body.model or default_model
-    return raw
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
-@router.post("/v1/chat/completions", summary="Chat completion, protected (JSON or SSE)")
-async def chat_completions(
-    request: Request,
-    body: ChatCompletionRequest,
-    key: ApiKey = Depends(caller),
-    state: ServerState = Depends(server_state),
-) -> Any:
+def _invalid(loc: tuple[str | int, ...], msg: str) -> RequestValidationError:
+    return RequestValidationError([{"loc": ("body", *loc), "msg": msg, "type": "value_error"}])
+
+
+def parse_chat_request(raw: bytes) -> dict[str, Any]:
+    """The request body, checked as :class:`ChatCompletionRequest` documents it.
+
+    A plain JSON parse and the checks the model declares (no pydantic model is
+    built: the body is forwarded as it came, and validating it into a model and
+    dumping it back cost more than the rest of the route).
+
+    Returns:
+        The body as a JSON object (unknown fields kept).
+
+    Raises:
+        RequestValidationError: not a chat-completions request (→ 400).
+    """
+    try:
+        body = json.loads(raw, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        raise _invalid((), "not a JSON document (NaN and infinities are not JSON)") from None
+    if not isinstance(body, dict):
+        raise _invalid((), "must be a JSON object")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise _invalid(("messages",), "must be a list of at least one message")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise _invalid(("messages", i), "must be an object with a role and content")
+        role = message.get("role")
+        if not isinstance(role, str) or not 1 <= len(role) <= 64:
+            raise _invalid(("messages", i, "role"), "must be a string of 1 to 64 characters")
+        content = message.get("content")
+        if not (
+            content is None
+            or isinstance(content, str)
+            or (isinstance(content, list) and all(isinstance(part, dict) for part in content))
+        ):
+            raise _invalid(
+                ("messages", i, "content"), "must be text, a list of content parts, or null"
+            )
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise _invalid(("model",), "must be a string")
+    if not isinstance(body.get("stream", False), bool):
+        raise _invalid(("stream",), "must be true or false")
+    options = body.get("dpllm")
+    if options is not None and not isinstance(options, dict):
+        raise _invalid(("dpllm",), 'must be an object like {"releases": [...]}')
+    return body
+
+
+def _inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with its ``$defs`` references replaced by the definitions (for openapi_extra)."""
+    defs = schema.pop("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return walk(defs[ref.removeprefix("#/$defs/")])
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    inlined: dict[str, Any] = walk(schema)
+    return inlined
+
+
+_REQUEST_BODY = {
+    "required": True,
+    "content": {
+        "application/json": {"schema": _inline_defs(ChatCompletionRequest.model_json_schema())}
+    },
+}
+
+
+@router.post(
+    "/v1/chat/completions",
+    summary="Chat completion, protected (JSON or SSE)",
+    # The body is parsed by parse_chat_request, documented here as the model it checks.
+    openapi_extra={"requestBody": _REQUEST_BODY, "security": [{"HTTPBearer": []}]},
+    responses={
+        400: {"description": "Not a chat-completions request (OpenAI error shape)"},
+        401: {"description": "No or unknown API key"},
+        502: {"description": "The upstream model failed or cannot be reached"},
+        504: {"description": "The upstream model timed out"},
+    },
+)
+async def chat_completions(request: Request) -> Any:
     """Forward a chat completion to the upstream with redaction and the precision guard."""
+    key = request.scope.get("state", {}).get("api_key")
+    if not isinstance(key, ApiKey):  # the ASGI middleware authenticated the caller
+        raise HTTPException(401, "missing API key: send 'Authorization: Bearer <key>'")
+    state: ServerState = request.app.state.dpllm
+    wire = parse_chat_request(await request.body())
     if state.upstream is None:
         raise HTTPException(503, "no upstream model is configured ([model] provider = 'openai')")
-    wire = wire_body(body, state.settings.model.model)
+    wire["model"] = wire.get("model") or state.settings.model.model
+    options = wire.get("dpllm")
     # On the request's own log line (RequestLogMiddleware): one line per request.
     request.state.log = {
         "model": wire["model"],
-        "stream": body.stream,
-        "messages": len(body.messages),
-        "releases": bool(body.dpllm and body.dpllm.get("releases")),
+        "stream": wire.get("stream", False),
+        "messages": len(wire["messages"]),
+        "releases": bool(options and options.get("releases")),
     }
-    if not body.stream:
+    if not wire.get("stream"):
         return JSONResponse(await _complete(state, wire))
-    kwargs = forward_arguments(body, state.settings.model.model)
-    result = await state.upstream.chat.completions.create(**kwargs)
+    result = await state.upstream.chat.completions.create(**forward_arguments(wire))
     return StreamingResponse(
         _sse(result, key.analyst),
         media_type="text/event-stream",
@@ -124,8 +214,10 @@ async def _complete(state: ServerState, wire: dict[str, Any]) -> dict[str, Any]:
 
     The same protection as the wrapper (:meth:`CallState.exchange_wire`, driven
     by :func:`dpllm.wrapper.drive_async`), but the upstream's JSON is neither
-    validated into SDK models nor dumped back: the SDK client is used for its
-    transport, retries and error mapping only (``post(..., cast_to=bytes)``).
+    validated into SDK models nor dumped back. The request goes through the
+    lean client (:mod:`dpllm.server.upstream`) when the upstream allows it,
+    else through the SDK client's transport, retries and error mapping
+    (``post(..., cast_to=bytes)``).
     """
     assert state.upstream is not None
     releases = UNSET
@@ -136,12 +228,14 @@ async def _complete(state: ServerState, wire: dict[str, Any]) -> dict[str, Any]:
     call_state = await off_loop(
         protection.offload, protection.begin, wire.pop("messages"), releases, executor=pool
     )
+    lean = state.lean_upstream
     client = state.raw_upstream
 
     async def call(messages: list[dict[str, Any]]) -> dict[str, Any]:
-        raw: bytes = await client.post(
-            "/chat/completions", body={**wire, "messages": messages}, cast_to=bytes
-        )
+        body = {**wire, "messages": messages}
+        if lean is not None:
+            return await lean.post_json("/chat/completions", body)
+        raw: bytes = await client.post("/chat/completions", body=body, cast_to=bytes)
         try:
             decoded = json.loads(raw)
         except ValueError as exc:

@@ -23,6 +23,7 @@ from dpllm.ledger.factory import ManagedLedger, ensure_pools, open_ledger
 
 if TYPE_CHECKING:
     from dpllm.data.engines import Engine
+    from dpllm.server.upstream import UpstreamClient
     from dpllm.wrapper import WrappedAsyncOpenAI
 
 __all__ = ["ServerState", "caller", "server_state"]
@@ -54,7 +55,10 @@ class ServerState:
     Args:
         settings: the validated settings.
         upstream: the protected upstream client (``None``: no model configured).
-        raw_upstream: the same SDK client unwrapped (only for ``GET /v1/models``).
+        raw_upstream: the same SDK client unwrapped (``GET /v1/models``, and
+            non-streaming chat when there is no lean client).
+        lean_upstream: the lean client for non-streaming chat (``None``: the
+            upstream needs the SDK's client: TLS or a proxy).
         ledger_opener: opens the ledger from ``settings.ledger`` (tests inject failures).
         engine_opener: opens the data engine from ``settings.data``.
     """
@@ -65,12 +69,14 @@ class ServerState:
         *,
         upstream: WrappedAsyncOpenAI | None,
         raw_upstream: Any,
+        lean_upstream: UpstreamClient | None = None,
         ledger_opener: LedgerOpener | None = None,
         engine_opener: Callable[[], Engine] | None = None,
     ) -> None:
         self.settings = settings
         self.upstream = upstream
         self.raw_upstream = raw_upstream
+        self.lean_upstream = lean_upstream
         opener = ledger_opener or (lambda url: open_ledger(url, base_dir=settings.base_dir))
 
         def open_configured() -> ManagedLedger:

@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
+from pathlib import Path
 
 import openai
 import pytest
 
-from tests.server.conftest import KEYS, RESPONSES, Proxy
+from dpllm.redact import Redactor
+from dpllm.testing import FakeOpenAIServer
+from tests.server.conftest import KEYS, RESPONSES, LiveServer, Proxy, make_settings
 
 NAME = "Emily Clark"
 PHONE = "13987654321"
@@ -189,3 +193,105 @@ def test_logs_hold_no_prompt_text_or_key(proxy: Proxy, caplog: pytest.LogCapture
     dump = " ".join(str(getattr(r, "dpllm", "")) + r.getMessage() for r in records)
     assert NAME not in dump and PHONE not in dump and "Summarise" not in dump
     assert KEYS["alice"] not in dump and "alice" in dump
+
+
+def test_upstream_status_is_reported(proxy: Proxy) -> None:
+    proxy.upstream.enqueue_error(503, "overloaded while reading Emily Clark's prompt")
+    with _client(proxy) as client, pytest.raises(openai.APIStatusError) as info:
+        client.chat.completions.create(model="fake-model", messages=PROMPT)
+    assert info.value.status_code == 502
+    body = info.value.body
+    assert isinstance(body, dict) and body["upstream_status"] == 503
+    assert "Emily" not in str(body)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port  # nothing listens once the probe is closed
+
+
+def test_upstream_down_is_502(tmp_path: Path, redactor: Redactor) -> None:
+    from dpllm.server import create_app
+
+    settings = make_settings(tmp_path, f"http://127.0.0.1:{_free_port()}/v1")
+    with LiveServer(create_app(settings, redactor=redactor)) as live:
+        client = openai.OpenAI(base_url=live.url + "/v1", api_key=KEYS["alice"], max_retries=0)
+        with client, pytest.raises(openai.APIStatusError) as info:
+            client.chat.completions.create(model="fake-model", messages=PROMPT)
+    assert info.value.status_code == 502
+    body = info.value.body
+    assert isinstance(body, dict) and body["code"] == "upstream_unreachable"
+
+
+def test_proxied_upstream_keeps_the_sdk_client(tmp_path: Path, redactor: Redactor) -> None:
+    """HTTP_PROXY applies to the upstream: chat goes through the SDK's client (as before)."""
+    from dpllm.server import create_app
+
+    with FakeOpenAIServer() as upstream:
+        settings = make_settings(tmp_path, upstream.base_url)
+        app = create_app(settings, redactor=redactor, environ={"HTTP_PROXY": "http://proxy:3128"})
+        assert app.state.dpllm.lean_upstream is None
+        direct = create_app(settings, redactor=redactor, environ={})
+        assert direct.state.dpllm.lean_upstream is not None
+        upstream.enqueue("Call 13812345678.")
+        upstream.enqueue_error(500)
+        with LiveServer(app) as live:
+            client = openai.OpenAI(base_url=live.url + "/v1", api_key=KEYS["alice"], max_retries=0)
+            with client:
+                reply = client.chat.completions.create(model="fake-model", messages=PROMPT)
+                with pytest.raises(openai.APIStatusError) as info:
+                    client.chat.completions.create(model="fake-model", messages=PROMPT)
+    assert reply.choices[0].message.content == "Call <PHONE_NUMBER>."
+    assert NAME not in str(upstream.completion_requests[0].messages)
+    assert info.value.status_code == 502
+    body = info.value.body
+    assert isinstance(body, dict) and body["upstream_status"] == 500
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"messages": [{"role": "user", "content": "hi"}], "temperature": NaN}',
+        b'{"messages": [{"role": "user", "content": "hi"}], "top_p": Infinity}',
+        b"not json",
+        b"[1, 2]",
+        b"{}",
+        b'{"messages": []}',
+        b'{"messages": ["hi"]}',
+        b'{"messages": [{"content": "hi"}]}',
+        b'{"messages": [{"role": "", "content": "hi"}]}',
+        b'{"messages": [{"role": "user", "content": 5}]}',
+        b'{"messages": [{"role": "user", "content": ["part"]}]}',
+        b'{"messages": [{"role": "user", "content": "hi"}], "model": 5}',
+        b'{"messages": [{"role": "user", "content": "hi"}], "stream": "yes"}',
+        b'{"messages": [{"role": "user", "content": "hi"}], "dpllm": [1]}',
+        b'{"messages": [{"role": "user", "content": "hi"}], "dpllm": null}',
+        b"[" * 100_000,
+    ],
+)
+def test_malformed_request_is_400(proxy: Proxy, raw: bytes) -> None:
+    import httpx
+
+    sent = len(proxy.upstream.completion_requests)
+    r = httpx.post(
+        proxy.base_url + "/chat/completions",
+        content=raw,
+        headers={**proxy.headers("alice"), "Content-Type": "application/json"},
+    )
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["type"] == "invalid_request_error" and isinstance(error["message"], str)
+    assert len(proxy.upstream.completion_requests) == sent  # nothing was forwarded
+
+
+def test_request_schema_is_documented(proxy: Proxy) -> None:
+    import httpx
+
+    spec = httpx.get(proxy.url + "/openapi.json").json()
+    op = spec["paths"]["/v1/chat/completions"]["post"]
+    schema = op["requestBody"]["content"]["application/json"]["schema"]
+    assert schema["required"] == ["messages"] and schema["properties"]["messages"]["minItems"] == 1
+    assert schema["properties"]["messages"]["items"]["properties"]["role"]["maxLength"] == 64
+    assert op["security"] == [{"HTTPBearer": []}]

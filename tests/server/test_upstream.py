@@ -1,0 +1,331 @@
+"""The lean upstream client against real loopback servers: answers, reuse, retries, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from dpllm.errors import (
+    ModelAuthError,
+    ModelBadResponse,
+    ModelRateLimited,
+    ModelTimeout,
+    ModelUnreachable,
+)
+from dpllm.server.upstream import UpstreamClient, lean_eligible
+from dpllm.testing import FakeOpenAIServer
+
+BODY = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def client(base_url: str, *, timeout: float = 5.0, max_retries: int = 0) -> UpstreamClient:
+    return UpstreamClient(
+        base_url, api_key="upstream-secret", timeout=timeout, max_retries=max_retries
+    )
+
+
+def post(upstream: UpstreamClient, body: dict[str, Any] = BODY) -> dict[str, Any]:
+    async def run() -> dict[str, Any]:
+        try:
+            return await upstream.post_json("/chat/completions", body)
+        finally:
+            await upstream.aclose()
+
+    return asyncio.run(run())
+
+
+# -- against the fake OpenAI server ---------------------------------------------------
+
+
+@pytest.fixture()
+def fake() -> Any:
+    with FakeOpenAIServer() as srv:
+        yield srv
+
+
+def test_posts_json_and_reads_the_answer(fake: FakeOpenAIServer) -> None:
+    fake.enqueue("About 160 responses.")
+    answer = post(client(fake.base_url))
+    assert answer["choices"][0]["message"]["content"] == "About 160 responses."
+    request = fake.completion_requests[-1]
+    assert request.path == "/v1/chat/completions" and request.body == BODY
+    assert request.headers["authorization"] == "Bearer upstream-secret"
+    assert request.headers["content-type"] == "application/json"
+
+
+def test_upstream_down_is_unreachable() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens once closed
+    with pytest.raises(ModelUnreachable) as info:
+        post(client(f"http://127.0.0.1:{port}/v1", max_retries=1))
+    assert info.value.status is None
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [
+        (500, ModelBadResponse),
+        (404, ModelBadResponse),
+        (401, ModelAuthError),
+        (429, ModelRateLimited),
+    ],
+)
+def test_upstream_status_errors(
+    fake: FakeOpenAIServer, status: int, error: type[Exception]
+) -> None:
+    fake.enqueue_error(status, "the prompt said Emily Clark")
+    with pytest.raises(error) as info:
+        post(client(fake.base_url))
+    assert getattr(info.value, "status", None) == status
+    message = str(info.value)
+    assert f"HTTP {status} (scripted)" in message  # the error type, never its message
+    assert "Emily" not in message
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+def test_retryable_status_is_retried(fake: FakeOpenAIServer, status: int) -> None:
+    fake.enqueue_error(status, retry_after=0)
+    fake.enqueue("Second time lucky.")
+    answer = post(client(fake.base_url, max_retries=1))
+    assert answer["choices"][0]["message"]["content"] == "Second time lucky."
+    assert len(fake.completion_requests) == 2
+
+
+def test_client_errors_are_not_retried(fake: FakeOpenAIServer) -> None:
+    fake.enqueue_error(400, retry_after=0)
+    fake.enqueue("never asked for")
+    with pytest.raises(ModelBadResponse):
+        post(client(fake.base_url, max_retries=2))
+    assert len(fake.completion_requests) == 1
+
+
+def test_timeout(fake: FakeOpenAIServer) -> None:
+    fake.enqueue("late", delay=3.0)
+    with pytest.raises(ModelTimeout):
+        post(client(fake.base_url, timeout=0.3))
+
+
+def test_timeout_is_retried(fake: FakeOpenAIServer) -> None:
+    fake.enqueue("late", delay=3.0)
+    fake.enqueue("in time")
+    # the first attempt times out; the backoff waits ≤ 0.5 s; the second answers
+    answer = post(client(fake.base_url, timeout=0.5, max_retries=1))
+    assert answer["choices"][0]["message"]["content"] == "in time"
+
+
+@pytest.mark.parametrize("raw", [b"not json", b"[1, 2]", b""], ids=["text", "list", "empty"])
+def test_malformed_answer(fake: FakeOpenAIServer, raw: bytes) -> None:
+    fake.enqueue(raw_body=raw)
+    with pytest.raises(ModelBadResponse) as info:
+        post(client(fake.base_url))
+    assert info.value.status is None
+
+
+def test_body_that_is_not_json_is_refused_before_sending(fake: FakeOpenAIServer) -> None:
+    with pytest.raises(ValueError):
+        post(client(fake.base_url), {"temperature": float("nan"), "messages": []})
+    assert fake.completion_requests == []
+
+
+def test_repr_holds_no_key(fake: FakeOpenAIServer) -> None:
+    assert "upstream-secret" not in repr(client(fake.base_url))
+
+
+# -- against a scripted HTTP/1.1 server (keep-alive, chunked, stale connections) -----------
+
+Handler = Callable[[int, asyncio.StreamWriter], Awaitable[bool]]
+
+
+def _json_response(payload: Any, *, chunked: bool = False, extra: str = "") -> bytes:
+    body = json.dumps(payload).encode()
+    if chunked:
+        half = len(body) // 2
+        framed = b"".join(
+            b"%x;ext=1\r\n%s\r\n" % (len(part), part) for part in (body[:half], body[half:])
+        )
+        return (
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n" + extra.encode() + b"\r\n" + framed + b"0\r\n\r\n"
+        )
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n%s"
+        % (len(body), extra.encode(), body)
+    )
+
+
+async def _read_request(reader: asyncio.StreamReader) -> dict[str, Any]:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":")[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    decoded: dict[str, Any] = json.loads(await reader.readexactly(length))
+    return decoded
+
+
+class Scripted:
+    """An asyncio HTTP/1.1 server; ``handler(n, writer)`` answers request n (0-based, over
+    all connections), returning False to close the connection. Counts connections."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.connections = 0
+        self.requests = 0
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                await _read_request(reader)
+                n = self.requests
+                self.requests += 1
+                if not await self.handler(n, writer):
+                    break
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+def run_scripted(handler: Handler, calls: int, **options: Any) -> tuple[list[Any], Scripted]:
+    scripted = Scripted(handler)
+
+    async def run() -> list[Any]:
+        server = await asyncio.start_server(scripted.serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        upstream = client(f"http://127.0.0.1:{port}/v1", **options)
+        out: list[Any] = []
+        try:
+            for _ in range(calls):
+                try:
+                    out.append(await upstream.post_json("/chat/completions", BODY))
+                except Exception as exc:  # noqa: BLE001 - the test inspects it
+                    out.append(exc)
+        finally:
+            await upstream.aclose()
+            server.close()
+            await server.wait_closed()
+        return out
+
+    return asyncio.run(run()), scripted
+
+
+def test_keep_alive_connection_is_reused() -> None:
+    async def handler(n: int, writer: asyncio.StreamWriter) -> bool:
+        writer.write(_json_response({"n": n}))
+        return True
+
+    answers, scripted = run_scripted(handler, 3)
+    assert answers == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert scripted.connections == 1
+
+
+def test_chunked_answer() -> None:
+    async def handler(n: int, writer: asyncio.StreamWriter) -> bool:
+        writer.write(_json_response({"choices": [], "n": n}, chunked=True))
+        return True
+
+    answers, scripted = run_scripted(handler, 2)
+    assert answers == [{"choices": [], "n": 0}, {"choices": [], "n": 1}]
+    assert scripted.connections == 1
+
+
+def test_connection_close_is_honoured() -> None:
+    async def handler(n: int, writer: asyncio.StreamWriter) -> bool:
+        writer.write(_json_response({"n": n}, extra="Connection: close\r\n"))
+        return True  # keeps it open; the client must still not reuse it
+
+    answers, scripted = run_scripted(handler, 2)
+    assert answers == [{"n": 0}, {"n": 1}]
+    assert scripted.connections == 2
+
+
+def test_stale_kept_alive_connection_is_replaced() -> None:
+    """The server drops an idle connection as the next request arrives: retried at once."""
+
+    async def handler(n: int, writer: asyncio.StreamWriter) -> bool:
+        if n == 1:
+            return False  # close without answering
+        writer.write(_json_response({"n": n}))
+        return True
+
+    answers, scripted = run_scripted(handler, 2, max_retries=0)
+    assert answers == [{"n": 0}, {"n": 2}]
+    assert scripted.connections == 2
+
+
+def test_connection_dropped_mid_answer_is_unreachable() -> None:
+    async def handler(n: int, writer: asyncio.StreamWriter) -> bool:
+        writer.write(_json_response({"n": n, "pad": "x" * 100})[:-20])
+        return False
+
+    answers, _ = run_scripted(handler, 1)
+    assert isinstance(answers[0], ModelUnreachable)
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        b"SSH-2.0-OpenSSH\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\n{}",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n{}",
+    ],
+    ids=["not-http", "bad-length", "bad-chunk", "huge-head"],
+)
+def test_malformed_http_fails_closed(response: bytes) -> None:
+    async def handler(n: int, writer: asyncio.StreamWriter) -> bool:
+        writer.write(response)
+        return False
+
+    answers, _ = run_scripted(handler, 1)
+    assert isinstance(answers[0], ModelBadResponse)
+
+
+def test_interim_response_is_skipped_and_close_delimited_body_read() -> None:
+    async def handler(n: int, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 200 OK\r\n\r\n" + b'{"n": 0}')
+        return False
+
+    answers, _ = run_scripted(handler, 1)
+    assert answers == [{"n": 0}]
+
+
+# -- when the lean client is used ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "environ", "expected"),
+    [
+        ("http://127.0.0.1:8000/v1", None, True),
+        ("https://api.example.com/v1", None, False),
+        ("http://model.lan:8000/v1", {"HTTP_PROXY": "http://proxy:3128"}, False),
+        ("http://model.lan:8000/v1", {"all_proxy": "socks5://proxy:1080"}, False),
+        ("http://127.0.0.1:8000/v1", {"HTTP_PROXY": "p", "NO_PROXY": "localhost,127.0.0.1"}, True),
+        ("http://a.model.lan/v1", {"HTTP_PROXY": "p", "no_proxy": ".model.lan"}, True),
+        ("http://a.model.lan/v1", {"HTTP_PROXY": "p", "no_proxy": "*"}, True),
+        ("http://model.lan:8000/v1", {"HTTP_PROXY": "p", "NO_PROXY": "model.lan:8000"}, True),
+        ("http://othermodel.lan/v1", {"HTTP_PROXY": "p", "NO_PROXY": "model.lan"}, False),
+        ("http://[::1]:8000/v1", {"HTTP_PROXY": "p", "NO_PROXY": "[::1]:8000"}, True),
+        ("http://model.lan/v1", {"HTTPS_PROXY": "http://proxy:3128"}, True),
+    ],
+)
+def test_lean_eligible(url: str, environ: dict[str, str] | None, expected: bool) -> None:
+    assert lean_eligible(url, environ) is expected
+
+
+def test_rejects_https_and_bad_parameters() -> None:
+    with pytest.raises(ValueError):
+        UpstreamClient("https://api.example.com/v1", api_key="k", timeout=1, max_retries=0)
+    with pytest.raises(ValueError):
+        UpstreamClient("http://127.0.0.1/v1", api_key="k", timeout=0, max_retries=0)
+    with pytest.raises(ValueError):
+        UpstreamClient("http://127.0.0.1/v1", api_key="k", timeout=1, max_retries=-1)
