@@ -10,15 +10,28 @@ number), except for a country code implied by the preferred region and the digit
 regions' national-prefix transform rules prepend. So a candidate with fewer such characters than
 the shortest valid number can be rejected before parsing, and the matches stay exactly those of
 the stock recognizer (``tests/redact/test_phone.py`` checks both the bound and the equality).
+
+A second test, :class:`NumberShape`, rejects most of the remaining candidates (order numbers,
+statistics, card and ID numbers: three in five on the benchmark texts) for the regions they
+cannot belong to. A candidate of ASCII digits, spaces and ``-./()`` carries no plus sign, no
+extension and no letters, so ``parse`` gives it the preferred region's country code and its
+national significant number is what is left of its digits after an optional written country
+code and national prefixes; ``is_valid_number`` then needs that rest to match the general
+pattern of a region with that code. One regular expression per preferred region checks exactly
+that, unless the digits begin with the region's international prefix or the region rewrites
+national prefixes (then the candidate is parsed as before).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
 
 import phonenumbers
 from phonenumbers import (
+    COUNTRY_CODE_TO_REGION_CODE,
     COUNTRY_CODES_FOR_NON_GEO_REGIONS,
     SUPPORTED_REGIONS,
     NumberParseException,
@@ -29,7 +42,7 @@ from presidio_analyzer import EntityRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
 from presidio_analyzer.predefined_recognizers import PhoneRecognizer
 
-__all__ = ["FastPhoneRecognizer", "min_number_digits"]
+__all__ = ["FastPhoneRecognizer", "NumberShape", "min_number_digits"]
 
 # The shortest digit group a national-prefix transform rule captures (NF: ``([0-258]\d{4})$``;
 # the others capture 6–11 digits); the transform may prepend digits to it.
@@ -76,12 +89,75 @@ def min_number_digits(region: str) -> tuple[int, int]:
     return max(1, min(written, implied)), max(1, min(1 + written, implied))
 
 
-class _PrefilteredMatcher(PhoneNumberMatcher):
-    """A matcher that skips parsing candidates too short to be any valid number."""
+# Characters that cannot begin an extension, a vanity number or an international number.
+_PLAIN_CANDIDATE = re.compile(r"[0-9 ().\-/]+")
+_DIGITS = re.compile(r"\d")
+# Every pattern of phonenumbers' inner matching needs one of these (a slash, a bracket, a dot,
+# white space, or a dash other than "-"); without them a candidate has no inner match.
+_INNER_MARK = re.compile(r"[/(.\s\u2012-\u2015\uff0d]")
 
-    def __init__(self, text: str, region: str, *, leniency: int, bounds: tuple[int, int]) -> None:
+
+@dataclass(frozen=True)
+class NumberShape:
+    """Which plain candidates can parse as a valid number of a preferred region.
+
+    Attributes:
+        valid: Optional written country code, optional national prefixes, then a national
+            number of some region sharing the country code (its general pattern).
+        international: The region's international dialling prefix.
+    """
+
+    valid: re.Pattern[str]
+    international: re.Pattern[str]
+
+    @classmethod
+    def for_region(cls, region: str) -> NumberShape | None:
+        """The shape of ``region``'s numbers, or None when it cannot be told without parsing."""
+        md = PhoneMetadata.metadata_for_region(region.upper())
+        if md is None or md.country_code is None or md.national_prefix_transform_rule:
+            return None
+        if not md.international_prefix:
+            return None
+        patterns = []
+        for other in COUNTRY_CODE_TO_REGION_CODE.get(md.country_code, ()):
+            other_md = PhoneMetadata.metadata_for_region(other)
+            desc = None if other_md is None else other_md.general_desc
+            if desc is None or desc.national_number_pattern is None:
+                return None
+            patterns.append(desc.national_number_pattern)
+        prefix = md.national_prefix_for_parsing
+        national = f"(?:{prefix})*" if prefix else ""
+        body = "|".join(f"(?:{p})" for p in patterns)
+        return cls(
+            valid=re.compile(f"(?:{md.country_code})?{national}(?:{body})"),
+            international=re.compile(md.international_prefix),
+        )
+
+    def possible(self, candidate: str) -> bool:
+        """False only when parsing ``candidate`` cannot give a valid number of the region."""
+        if not _PLAIN_CANDIDATE.fullmatch(candidate):
+            return True
+        digits = "".join(_DIGITS.findall(candidate))
+        if self.international.match(digits):
+            return True
+        return self.valid.fullmatch(digits) is not None
+
+
+class _PrefilteredMatcher(PhoneNumberMatcher):
+    """A matcher that skips parsing candidates that cannot be a valid number of its region."""
+
+    def __init__(
+        self,
+        text: str,
+        region: str,
+        *,
+        leniency: int,
+        bounds: tuple[int, int],
+        shape: NumberShape | None,
+    ) -> None:
         super().__init__(text, region, leniency=leniency)
         self._with_plus, self._without_plus = bounds
+        self._shape = shape
 
     # Overrides a private method of phonenumbers' matcher (its single parse site, also used
     # for inner matches); the equality test against the stock recognizer guards upgrades.
@@ -91,11 +167,20 @@ class _PrefilteredMatcher(PhoneNumberMatcher):
         need = self._with_plus if _PLUS.intersection(candidate) else self._without_plus
         if sum(ch.isdecimal() or ch.isalpha() for ch in candidate) < need:
             return None
+        if self._shape is not None and not self._shape.possible(candidate):
+            return None
         return super()._parse_and_verify(candidate, offset)
+
+    # Overrides a private method too: it tries each of six patterns on every rejected
+    # candidate, and none can match without an _INNER_MARK character (pinned by a test).
+    def _extract_inner_match(self, candidate: str, offset: int) -> Any:
+        if _INNER_MARK.search(candidate) is None:
+            return None
+        return super()._extract_inner_match(candidate, offset)
 
 
 class FastPhoneRecognizer(PhoneRecognizer):
-    """:class:`PhoneRecognizer` with candidates too short to be a number skipped unparsed.
+    """:class:`PhoneRecognizer` with candidates that cannot be a number skipped unparsed.
 
     Args:
         supported_language: Language of the texts it analyses.
@@ -117,6 +202,7 @@ class FastPhoneRecognizer(PhoneRecognizer):
         )
         self._leniency = leniency
         self._bounds = {region: min_number_digits(region) for region in self.supported_regions}
+        self._shapes = {region: NumberShape.for_region(region) for region in self.supported_regions}
 
     def analyze(
         self, text: str, entities: list[str], nlp_artifacts: NlpArtifacts | None = None
@@ -126,7 +212,11 @@ class FastPhoneRecognizer(PhoneRecognizer):
         result_for: Any = self._get_recognizer_result  # untyped in Presidio
         for region in self.supported_regions:
             matcher = _PrefilteredMatcher(
-                text, region, leniency=self._leniency, bounds=self._bounds[region]
+                text,
+                region,
+                leniency=self._leniency,
+                bounds=self._bounds[region],
+                shape=self._shapes[region],
             )
             for match in matcher:
                 found = region

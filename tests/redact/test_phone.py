@@ -11,7 +11,7 @@ import pytest
 from phonenumbers import PhoneNumberFormat, PhoneNumberType
 from presidio_analyzer.predefined_recognizers import PhoneRecognizer
 
-from dpllm.redact.phone import FastPhoneRecognizer, min_number_digits
+from dpllm.redact.phone import FastPhoneRecognizer, NumberShape, min_number_digits
 
 CORPUS = Path(__file__).parents[1] / "data" / "redact_corpus.jsonl"
 REGIONS = ("CN", "US", "GB")
@@ -55,8 +55,56 @@ def test_every_example_number_clears_the_bound(region: str) -> None:
     assert found > 500
 
 
+@pytest.mark.parametrize("region", REGIONS)
+def test_every_example_number_has_the_shape(region: str) -> None:
+    """Whatever stock matching finds in any region's example numbers passes the shape test."""
+    shape = NumberShape.for_region(region)
+    assert shape is not None
+    found = 0
+    for text in _examples():
+        for match in phonenumbers.PhoneNumberMatcher(text, region, leniency=1):
+            assert shape.possible(match.raw_string), match.raw_string
+            found += 1
+    assert found > 500
+
+
+@pytest.mark.parametrize(
+    ("region", "candidate", "possible"),
+    [
+        ("CN", "13812345678", True),
+        ("CN", "+86 138 1234 5678", True),  # a plus sign: always parsed
+        ("CN", "0086 13812345678", True),  # the international prefix: always parsed
+        ("US", "2026322368140961", False),  # an order number
+        ("US", "(023) 25608210", False),  # a Chinese landline: no NANPA area code starts 0
+        ("US", "1 212 555 0123", True),
+        ("GB", "4431193485", False),  # a statistic
+        ("GB", "020 7946 0018", True),
+        ("GB", "ext 1234", True),  # letters: parsed as before
+    ],
+)
+def test_number_shape(region: str, candidate: str, possible: bool) -> None:
+    shape = NumberShape.for_region(region)
+    assert shape is not None
+    assert shape.possible(candidate) is possible
+
+
+def test_inner_matches_need_a_mark() -> None:
+    """The inner-match shortcut holds for the installed phonenumbers' patterns."""
+    from phonenumbers import phonenumbermatcher
+
+    from dpllm.redact.phone import _INNER_MARK
+
+    rng = random.Random(7)
+    alphabet = "0123456789-+#*xX~,;:'\"[]{}_=ab" + "０１２" + "\u2010\u2011\u2212\u30fc"
+    for _ in range(5_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 16)))
+        if _INNER_MARK.search(text) is None:
+            assert not any(p.search(text) for p in phonenumbermatcher._INNER_MATCHES), text
+
+
 def _phone_like(rng: random.Random) -> str:
     pieces = ["+86 ", "+1 ", "+44 ", "00", "011", "0", "(0755) ", "1", "＋", "ext. ", "x", "转"]
+    pieces += ["86", "44", "0044", "1795", "(", ")", "180020", "01144"]
     seps = [" ", "-", ".", "/", "", "，", "张伟", "电话", "$", "%", "abc"]
     out: list[str] = []
     for _ in range(rng.randint(1, 5)):
@@ -71,7 +119,7 @@ def test_matches_equal_stock_presidio() -> None:
     stock = PhoneRecognizer(supported_regions=REGIONS)
     fast = FastPhoneRecognizer(supported_regions=REGIONS)
     rng = random.Random(20261123)
-    texts = [_phone_like(rng) for _ in range(1000)]
+    texts = [_phone_like(rng) for _ in range(3000)]
     texts += [json.loads(line)["text"] for line in CORPUS.read_text(encoding="utf-8").splitlines()]
     found = 0
     for text in texts:
