@@ -142,7 +142,8 @@ class UpstreamClient:
         user_agent: the ``User-Agent`` header.
 
     Raises:
-        ValueError: not an ``http://`` URL, or a parameter out of range.
+        ValueError: not an ``http://`` URL, a parameter out of range, or a line
+            break in the key.
     """
 
     def __init__(
@@ -161,6 +162,8 @@ class UpstreamClient:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
         if max_retries < 0:
             raise ValueError(f"max_retries must be ≥ 0, got {max_retries!r}")
+        if any(c in api_key or c in user_agent for c in "\r\n\0"):
+            raise ValueError("the API key and user agent must be one line (they are HTTP headers)")
         self.host = parts.hostname
         self.port = parts.port or 80
         self.base_path = parts.path.rstrip("/")

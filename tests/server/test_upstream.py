@@ -329,3 +329,5 @@ def test_rejects_https_and_bad_parameters() -> None:
         UpstreamClient("http://127.0.0.1/v1", api_key="k", timeout=0, max_retries=0)
     with pytest.raises(ValueError):
         UpstreamClient("http://127.0.0.1/v1", api_key="k", timeout=1, max_retries=-1)
+    with pytest.raises(ValueError):
+        UpstreamClient("http://127.0.0.1/v1", api_key="k\r\nX-Evil: 1", timeout=1, max_retries=0)
