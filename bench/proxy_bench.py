@@ -5,21 +5,26 @@ Three processes besides this one (which only starts them and prints the table):
 * the **upstream**: a zero-latency chat-completions endpoint (a tiny ASGI app on
   uvicorn, answering every request with the same ~1,000-character completion in
   OpenAI's wire format);
-* the **proxies**: ``dpllm serve`` as the CLI runs it (uvicorn, JSON request logs),
-  once without redaction (``proxy``) and once with Presidio redaction and the
-  precision guard (``proxy+rg``: releases attached to every request);
+* the **proxies**: ``dpllm serve --config … [--workers N]``, run as the CLI
+  (uvicorn, JSON request logs), without redaction (``proxy``) and with Presidio
+  redaction and the precision guard (``proxy+rg``: releases attached to every
+  request), each with one worker process and with ``--workers 2`` (``×2``);
 * the **load generator**: asyncio keep-alive HTTP/1.1 clients written against the
   socket (no client library in the measured path), one client for latency, 32
   concurrent clients for throughput, after a warm-up.
 
-Scenarios: ``direct`` (client → upstream), ``proxy`` and ``proxy+rg`` (client →
-proxy → upstream). Overheads are p50/p99 minus the direct call's, measured in
-the same run; ratios are against the goals (≤ 2 ms p50 without redaction,
-≤ 25 ms p50 with redaction and guard, ≥ 300 requests/s with 32 clients) and
-against the direct call. The machine's load average is printed: on a shared
-machine run it a few times and keep the quietest run.
+Scenarios: ``direct`` (client → upstream), ``proxy``, ``proxy×2``, ``proxy+rg``
+and ``proxy+rg×2`` (client → proxy → upstream). Overheads are p50/p99 minus the
+direct call's, measured in the same run; ratios are against the goals (≤ 2 ms
+p50 without redaction, ≤ 25 ms p50 with redaction and guard, ≥ 300 requests/s
+with 32 clients) and against the direct call. The ``cpu`` columns are the CPU
+milliseconds the server's processes (all workers) spent per request: unlike
+latency, they hardly move when other work shares the machine. The machine's
+load average is printed: on a shared machine run it a few times and keep the
+quietest run.
 
     .venv/bin/python bench/proxy_bench.py [--n 500] [--seconds 5] [--skip-rg]
+        [--skip-workers] [--skip-profile]
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -110,22 +116,16 @@ def serve_upstream(port: int) -> None:
     )  # fmt: skip
 
 
-# -- the proxy: as `dpllm serve` runs it -----------------------------------------------
+# -- the proxy: `dpllm serve`, as the CLI runs it --------------------------------------
 
 
-def serve_proxy(port: int, upstream: str, *, redaction: bool) -> None:
-    import logging
+def write_config(folder: Path, upstream: str, *, redaction: bool) -> Path:
+    """A dpllm.toml for the proxy (its ledger in ``folder``)."""
+    from dpllm.config import hash_api_key
 
-    import uvicorn
-
-    from dpllm.config import Settings, hash_api_key
-    from dpllm.server import create_app
-    from dpllm.server.logging import configure_json_logging
-
-    with tempfile.TemporaryDirectory() as tmp:
-        config = Path(tmp) / "dpllm.toml"
-        config.write_text(
-            f"""
+    config = folder / f"dpllm-{'rg' if redaction else 'plain'}.toml"
+    config.write_text(
+        f"""
 ledger = {{ url = "ledger.db" }}
 [model]
 provider = "openai"
@@ -138,13 +138,8 @@ hash = "{hash_api_key(KEY)}"
 analyst = "bench"
 pools = ["weekly"]
 """
-        )
-        settings = Settings.load(config)
-        configure_json_logging(logging.INFO)  # as `dpllm serve` (stderr → /dev/null here)
-        app = create_app(settings)
-        uvicorn.run(
-            app, host="127.0.0.1", port=port, log_level="error", access_log=False, ws="none"
-        )
+    )
+    return config
 
 
 # -- the load generator: raw keep-alive HTTP/1.1 over asyncio ---------------------------
@@ -239,13 +234,14 @@ def free_port() -> int:
         return port
 
 
-def spawn(*role: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, __file__, *role], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+def spawn(*args: str) -> subprocess.Popen[bytes]:
+    """A process of this script (``upstream``) or of the dpllm CLI (``-m dpllm serve …``)."""
+    cmd = [sys.executable, *args] if args[0] == "-m" else [sys.executable, __file__, *args]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
+def wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float = 180.0) -> None:
+    """Until the port answers and every process of the server is idle (all workers loaded)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -253,11 +249,20 @@ def wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float = 120.0)
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
                 s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                if s.recv(64):
-                    return
+                if not s.recv(64):
+                    continue
         except OSError:
             time.sleep(0.1)
-    raise SystemExit(f"port {port} did not answer in {timeout:.0f} s")
+            continue
+        while time.monotonic() < deadline:
+            before = cpu_seconds(proc.pid)
+            time.sleep(0.5)
+            if cpu_seconds(proc.pid) - before < 0.05:
+                return
+        break
+    raise SystemExit(
+        f"port {port} did not answer (or its server did not settle) in {timeout:.0f} s"
+    )
 
 
 def load(url: str, body: Path, *, clients: int, n: int = 0, seconds: float = 0) -> dict[str, Any]:
@@ -272,12 +277,24 @@ def load(url: str, body: Path, *, clients: int, n: int = 0, seconds: float = 0) 
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process so far (Linux; 0 elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds of a process and its descendants so far (Linux; 0 elsewhere)."""
+    stats: dict[int, tuple[int, float]] = {}  # pid → (parent, cpu seconds)
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        stats[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    total, frontier = 0.0, [pid]
+    while frontier:
+        current = frontier.pop()
+        if current in stats:
+            total += stats[current][1]
+        frontier.extend(child for child, (parent, _) in stats.items() if parent == current)
+    return total
 
 
 def q(values: list[float], pct: int) -> float:
@@ -311,13 +328,38 @@ def profile_rg(n: int = 30) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    redaction: bool = False
+    workers: int = 0  # 0: the direct call (no proxy)
+
+    @property
+    def goal(self) -> float | None:
+        """The p50 overhead goal (ms)."""
+        return None if not self.workers else 25.0 if self.redaction else 2.0
+
+
+def scenarios(args: argparse.Namespace) -> list[Scenario]:
+    out = [Scenario("direct"), Scenario("proxy", workers=1)]
+    if not args.skip_workers:
+        out.append(Scenario("proxy×2", workers=2))
+    if not args.skip_rg:
+        out.append(Scenario("proxy+rg", redaction=True, workers=1))
+        if not args.skip_workers:
+            out.append(Scenario("proxy+rg×2", redaction=True, workers=2))
+    return out
+
+
 def main(args: argparse.Namespace) -> None:
     plain = {"model": "fake-model", "messages": PROMPT}
     guarded = {**plain, "dpllm": {"releases": releases()}}
     procs: list[subprocess.Popen[bytes]] = []
     load_before = os.getloadavg()
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        plain_body, guarded_body = Path(tmp) / "plain.json", Path(tmp) / "guarded.json"
+        folder = Path(tmp)
+        plain_body, guarded_body = folder / "plain.json", folder / "guarded.json"
         plain_body.write_text(json.dumps(plain))
         guarded_body.write_text(json.dumps(guarded))
         try:
@@ -325,24 +367,21 @@ def main(args: argparse.Namespace) -> None:
             procs.append(spawn("upstream", "--port", str(up)))
             wait_ready(up, procs[-1])
             upstream = f"http://127.0.0.1:{up}/v1"
-            targets: list[tuple[str, str, Path, float | None, int]] = [
-                ("direct", upstream, plain_body, None, procs[0].pid)
-            ]
-            variants = [("proxy", False, 2.0)] + (
-                [] if args.skip_rg else [("proxy+rg", True, 25.0)]
-            )
-            for name, redaction, proxy_goal in variants:
-                port = free_port()
-                flag = ["--redaction"] if redaction else []
-                procs.append(spawn("proxy", "--port", str(port), "--upstream", upstream, *flag))
-                wait_ready(port, procs[-1])
-                body = guarded_body if redaction else plain_body
-                targets.append(
-                    (name, f"http://127.0.0.1:{port}/v1", body, proxy_goal, procs[-1].pid)
-                )
-            rows = []
-            for name, base, body, goal, pid in targets:
-                n = args.n if goal != 25.0 else max(60, args.n // 5)
+            for sc in scenarios(args):
+                if sc.workers:  # one proxy at a time: the others would only take memory
+                    port = free_port()
+                    config = write_config(folder, upstream, redaction=sc.redaction)
+                    proxy = spawn(
+                        "-m", "dpllm", "serve", "--config", str(config), "--port", str(port),
+                        "--workers", str(sc.workers),
+                    )  # fmt: skip
+                    procs.append(proxy)
+                    wait_ready(port, proxy)
+                    base, pid = f"http://127.0.0.1:{port}/v1", proxy.pid
+                else:
+                    base, pid = upstream, procs[0].pid
+                body = guarded_body if sc.redaction else plain_body
+                n = max(60, args.n // 5) if sc.redaction else args.n
                 cpu = cpu_seconds(pid)
                 one = load(base + "/chat/completions", body, clients=1, n=n)
                 one["cpu_ms"] = (cpu_seconds(pid) - cpu) * 1000 / (n + 60)  # with the warm-up
@@ -351,40 +390,52 @@ def main(args: argparse.Namespace) -> None:
                 # the server's CPU per request under load (robust to a busy machine)
                 many["cpu_ms"] = (cpu_seconds(pid) - cpu) * 1000 / max(1, len(many["latencies"]))
                 content = json.loads(one["first"])["choices"][0]["message"]["content"]
-                assert content == COMPLETION, f"{name}: the answer changed: {content[:80]!r}"
-                rows.append((name, goal, one, many))
+                assert content == COMPLETION, f"{sc.name}: the answer changed: {content[:80]!r}"
+                rows.append((sc, one, many))
+                if sc.workers:
+                    procs.remove(proxy)
+                    stop(proxy)
         finally:
             for proc in procs:
-                proc.terminate()
-            for proc in procs:
-                proc.wait(10)
+                stop(proc)
     load_after = os.getloadavg()
 
-    d = rows[0][2]["latencies"]
+    d = rows[0][1]["latencies"]
     d50, d99 = q(d, 50), q(d, 99)
-    d_rps = len(rows[0][3]["latencies"]) / rows[0][3]["elapsed"]
+    d_rps = len(rows[0][2]["latencies"]) / rows[0][2]["elapsed"]
     print(f"completion {len(COMPLETION)} chars; n={args.n} (1 client), {args.seconds:g} s "
           f"({CLIENTS} clients); load average {load_before[0]:.2f} → {load_after[0]:.2f} "
           f"on {os.cpu_count()} CPUs")  # fmt: skip
-    print(f"{'':<10}{'—— 1 client ——':^32}{'—— ' + str(CLIENTS) + ' clients ——':^34}")
-    print(f"{'scenario':<10}{'p50':>7}{'p99':>7}{'+p50':>7}{'+p99':>7}{'goal':>6}{'cpu':>6}"
+    print(f"{'':<12}{'—— 1 client ——':^32}{'—— ' + str(CLIENTS) + ' clients ——':^34}")
+    print(f"{'scenario':<12}{'p50':>7}{'p99':>7}{'+p50':>7}{'+p99':>7}{'goal':>6}{'cpu':>6}"
           f"{'req/s':>8}{'p50':>8}{'p99':>8}{'×direct':>9}{'goal':>6}{'cpu':>6}")  # fmt: skip
-    for name, goal, one, many in rows:
+    for sc, one, many in rows:
         lat, lat32 = one["latencies"], many["latencies"]
         rate = len(lat32) / many["elapsed"]
         over50, over99 = q(lat, 50) - d50, q(lat, 99) - d99
+        goal = sc.goal
         g = f"{over50 / goal:.2f}" if goal else ""
-        print(f"{name:<10}{q(lat, 50):>7.2f}{q(lat, 99):>7.2f}"
+        print(f"{sc.name:<12}{q(lat, 50):>7.2f}{q(lat, 99):>7.2f}"
               f"{over50 if goal else 0:>7.2f}{over99 if goal else 0:>7.2f}{g:>6}{one['cpu_ms']:>6.2f}"
               f"{rate:>8.0f}{q(lat32, 50):>8.1f}{q(lat32, 99):>8.1f}"
               f"{rate / d_rps:>9.2f}{rate / 300:>6.2f}{many['cpu_ms']:>6.2f}")  # fmt: skip
     print(
         "ms; +p50/+p99: overhead over direct; goal: overhead/goal (≤ 1 meets it) and "
         "req/s ÷ 300 (≥ 1 meets it); ×direct: req/s ÷ direct req/s;\n"
-        "cpu: CPU ms per request spent by the server process (the upstream for direct)"
+        "cpu: CPU ms per request spent by the server's processes, all workers (the upstream "
+        "for direct); ×2: dpllm serve --workers 2"
     )
     if not args.skip_rg and not args.skip_profile:
         print(profile_rg())
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
 
 
 def cli() -> None:
@@ -392,10 +443,6 @@ def cli() -> None:
     sub = ap.add_subparsers(dest="role")
     u = sub.add_parser("upstream", help="(internal) serve the zero-latency upstream")
     u.add_argument("--port", type=int, required=True)
-    p = sub.add_parser("proxy", help="(internal) serve the proxy")
-    p.add_argument("--port", type=int, required=True)
-    p.add_argument("--upstream", required=True)
-    p.add_argument("--redaction", action="store_true")
     g = sub.add_parser("load", help="(internal) generate load, print latencies as JSON")
     g.add_argument("--url", required=True)
     g.add_argument("--body", required=True)
@@ -404,13 +451,12 @@ def cli() -> None:
     g.add_argument("--seconds", type=float, default=0.0)
     ap.add_argument("--n", type=int, default=500, help="requests timed with one client")
     ap.add_argument("--seconds", type=float, default=5.0, help="seconds of 32-client load")
-    ap.add_argument("--skip-rg", action="store_true", help="no redaction+guard scenario")
+    ap.add_argument("--skip-rg", action="store_true", help="no redaction+guard scenarios")
+    ap.add_argument("--skip-workers", action="store_true", help="no --workers 2 scenarios")
     ap.add_argument("--skip-profile", action="store_true", help="no in-process breakdown")
     args = ap.parse_args()
     if args.role == "upstream":
         serve_upstream(args.port)
-    elif args.role == "proxy":
-        serve_proxy(args.port, args.upstream, redaction=args.redaction)
     elif args.role == "load":
         run_load(args)
     else:
