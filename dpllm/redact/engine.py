@@ -36,6 +36,7 @@ from dpllm.redact.recognizers_zh import (
     CnResidentIdRecognizer,
     normalize_width,
 )
+from dpllm.redact.url import FastUrlRecognizer
 from dpllm.redact.vault import Vault
 
 __all__ = [
@@ -364,7 +365,6 @@ def _build_presidio(
         IbanRecognizer,
         IpRecognizer,
         SpacyRecognizer,
-        UrlRecognizer,
     )
     from presidio_anonymizer import AnonymizerEngine
 
@@ -387,7 +387,7 @@ def _build_presidio(
     for lang in ("en", "zh"):
         if lang == "en":  # its \w-based boundaries would swallow Chinese characters
             registry.add_recognizer(OfflineEmailRecognizer(supported_language=lang))
-        registry.add_recognizer(UrlRecognizer(supported_language=lang))
+        registry.add_recognizer(FastUrlRecognizer(supported_language=lang))
         registry.add_recognizer(IpRecognizer(supported_language=lang))
         registry.add_recognizer(CreditCardRecognizer(supported_language=lang))
         registry.add_recognizer(IbanRecognizer(supported_language=lang))
