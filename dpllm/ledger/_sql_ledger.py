@@ -385,6 +385,10 @@ class SQLLedger(SQLBase):
             if row is None or row[8] != owner or row[11] is not None:
                 return  # taken over by a retry after our lease ran out: theirs now
             parts = conn.execute(sql.SELECT_PARTS, {"query_id": query_id}).fetchall()
+            # Rows are locked in the charges' order — the path, innermost first — so a
+            # refund and a charge of the same pools cannot deadlock.
+            rank = {spec.name: i for i, spec in enumerate(self._path(conn, row[1]))}
+            parts.sort(key=lambda part: (rank.get(part[0], len(rank)), part[0]))
             for pool, window, micro in parts:
                 args = {"pool": pool, "window": window, "micro": micro}
                 conn.execute(sql.REFUND_WINDOW, args)

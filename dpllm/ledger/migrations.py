@@ -223,41 +223,45 @@ BEGIN
         out_status := 'cached';
         RETURN;
     END IF;
-    INSERT INTO charges (query_id, pool, window_key, measure, micro, analyst, description,
-                         status, owner, lease_expires, ticket, created_at, updated_at)
-    VALUES (p_query_id, p_pools[1], p_window, p_measure, p_micro, p_analyst, p_description,
-            'in_progress', p_owner, p_lease_expires, NULL, p_now, p_now);
-    INSERT INTO charge_parts (query_id, pool, window_key, micro)
-    SELECT p_query_id, u.pool, p_window, u.micro FROM unnest(p_pools, p_micros) AS u(pool, micro);
-    INSERT INTO audit (time, event, analyst, pool, window_key, query_id, micro, detail)
-    VALUES (p_now, 'charge', p_analyst, p_pools[1], p_window, p_query_id, p_micro, p_detail);
-    FOR i IN 1 .. cardinality(p_pools) LOOP
-        v_pool := p_pools[i];
-        v_micro := p_micros[i];
-        INSERT INTO pool_windows AS w (pool, window_key, spent)
-        SELECT v_pool, p_window, v_micro
-        WHERE v_micro <= (SELECT window_cap FROM pools WHERE name = v_pool)
-           OR EXISTS (SELECT 1 FROM pool_windows WHERE pool = v_pool AND window_key = p_window)
-        ON CONFLICT (pool, window_key) DO UPDATE SET spent = w.spent + excluded.spent
-        WHERE w.spent + excluded.spent
-              <= (SELECT window_cap FROM pools WHERE name = excluded.pool) + w.granted;
-        GET DIAGNOSTICS v_rows = ROW_COUNT;
-        IF v_rows <> 1 THEN
-            RAISE EXCEPTION 'pool % refuses the charge in window %', v_pool, p_window
-                USING ERRCODE = 'DPL01';
-        END IF;
-        UPDATE pools SET lifetime_spent = lifetime_spent + v_micro
-        WHERE name = v_pool AND (lifetime_cap IS NULL OR lifetime_spent + v_micro <= lifetime_cap)
-        RETURNING parent, measure INTO v_parent, v_measure;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'pool % refuses the charge: lifetime cap', v_pool
-                USING ERRCODE = 'DPL01';
-        END IF;
-        IF v_parent IS DISTINCT FROM p_parents[i] OR v_measure <> p_measures[i] THEN
-            RAISE EXCEPTION 'pool % changed since its path was read', v_pool
-                USING ERRCODE = 'DPL01';
-        END IF;
-    END LOOP;
+    -- A refusal or a changed path undoes this block (a subtransaction) and is
+    -- answered, not raised: the server logs nothing and the COMMIT commits nothing.
+    BEGIN
+        INSERT INTO charges (query_id, pool, window_key, measure, micro, analyst, description,
+                             status, owner, lease_expires, ticket, created_at, updated_at)
+        VALUES (p_query_id, p_pools[1], p_window, p_measure, p_micro, p_analyst, p_description,
+                'in_progress', p_owner, p_lease_expires, NULL, p_now, p_now);
+        INSERT INTO charge_parts (query_id, pool, window_key, micro)
+        SELECT p_query_id, u.pool, p_window, u.micro FROM unnest(p_pools, p_micros) AS u(pool, micro);
+        INSERT INTO audit (time, event, analyst, pool, window_key, query_id, micro, detail)
+        VALUES (p_now, 'charge', p_analyst, p_pools[1], p_window, p_query_id, p_micro, p_detail);
+        FOR i IN 1 .. cardinality(p_pools) LOOP
+            v_pool := p_pools[i];
+            v_micro := p_micros[i];
+            INSERT INTO pool_windows AS w (pool, window_key, spent)
+            SELECT v_pool, p_window, v_micro
+            WHERE v_micro <= (SELECT window_cap FROM pools WHERE name = v_pool)
+               OR EXISTS (SELECT 1 FROM pool_windows WHERE pool = v_pool AND window_key = p_window)
+            ON CONFLICT (pool, window_key) DO UPDATE SET spent = w.spent + excluded.spent
+            WHERE w.spent + excluded.spent
+                  <= (SELECT window_cap FROM pools WHERE name = excluded.pool) + w.granted;
+            GET DIAGNOSTICS v_rows = ROW_COUNT;
+            IF v_rows <> 1 THEN
+                RAISE EXCEPTION USING ERRCODE = 'DPL01', MESSAGE = 'refused';
+            END IF;
+            UPDATE pools SET lifetime_spent = lifetime_spent + v_micro
+            WHERE name = v_pool AND (lifetime_cap IS NULL OR lifetime_spent + v_micro <= lifetime_cap)
+            RETURNING parent, measure INTO v_parent, v_measure;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION USING ERRCODE = 'DPL01', MESSAGE = 'refused';
+            END IF;
+            IF v_parent IS DISTINCT FROM p_parents[i] OR v_measure <> p_measures[i] THEN
+                RAISE EXCEPTION USING ERRCODE = 'DPL01', MESSAGE = 'stale';
+            END IF;
+        END LOOP;
+    EXCEPTION WHEN SQLSTATE 'DPL01' THEN
+        out_status := SQLERRM;
+        RETURN;
+    END;
     out_status := 'charged';
 END
 $fn$
@@ -272,11 +276,11 @@ audit log and returned; any other row is ``exists``, left to the general path);
 the charge row, its parts and its audit line; then per pool on the path, innermost
 first, the conditional window upsert (:data:`dpllm.ledger.sql.CHARGE_WINDOW_UPSERT`)
 and the conditional lifetime ``UPDATE`` (:data:`dpllm.ledger.sql.CHARGE_LIFETIME`),
-checking the pool's parent and measure against the path the caller sent. Anything
-that is not a clean charge — a refusal or a changed path — raises SQLSTATE
-``DPL01``, which aborts the transaction whole (nothing is written); the caller rolls
-back and judges the request again on the general path, which writes the refusal's
-audit line or the approval ticket.
+checking the pool's parent and measure against the path the caller sent. A
+refusal or a changed path undoes the writes (the block is a subtransaction) and
+returns ``refused`` or ``stale``: nothing is written, and the caller judges the
+request again on the general path, which writes the refusal's audit line or the
+approval ticket.
 """
 
 

@@ -11,12 +11,15 @@ never floats).
 is one simple-query message — ``BEGIN``, the server-side function
 :data:`~dpllm.ledger.migrations.CHARGE_FUNCTION` (the general path's statements
 for a new query id, in the same order, under the same locks), ``COMMIT`` and the
-flush wait below — so the hot pool rows are locked only while the server runs
-those statements back to back, never across a round trip to a client process
-that the OS may have descheduled. Whatever the function does not settle itself
-(a refusal, a path another replica changed, a charge row that is not a stored
-release) aborts that transaction whole and goes to the general path, which
-judges the request again and records it (:mod:`dpllm.ledger._sql_ledger`).
+flush wait below — so such a charge holds the hot pool rows only while the
+server runs those statements back to back, never across a round trip to a
+client process that the OS may have descheduled. Whatever the function does not
+settle itself goes to the general path (:mod:`dpllm.ledger._sql_ledger`), which
+judges the request again and records it: a refusal or a path another replica
+changed (the function undoes its writes and says so; nothing is logged as an
+error), or a charge row that is not a stored release (in progress, taken over,
+failed). The general path — also every handle's first charge of a pool, refunds
+and approvals — still holds the rows across its round trips.
 
 **Why no charge is lost, doubled or pushed past a cap** — what this relies on:
 
@@ -120,13 +123,11 @@ _BEGIN = b"BEGIN ISOLATION LEVEL READ COMMITTED"
 # xid and waits for its flush. WAL is flushed in order, so that flush covers the charge.
 _BEGIN_EARLY = _BEGIN + b"; SET LOCAL synchronous_commit = off"
 _COMMIT_EARLY = b"COMMIT; BEGIN; SELECT pg_current_xact_id(); COMMIT"
-# The one-round-trip charge (migration 0004) and the SQLSTATE it raises for anything
-# but a clean charge: a refusal or a changed path (the transaction is then aborted).
+# The path's arguments of the one-round-trip charge (migration 0004), quoted once per path.
 _PATH_ARRAYS = (
     "CAST(%(pools)s AS TEXT[]), CAST(%(micros)s AS BIGINT[]), CAST(%(parents)s AS TEXT[]), "
     "CAST(%(measures)s AS TEXT[])"
 )
-_NOT_CLEAN = "DPL01"
 
 
 @functools.lru_cache(maxsize=256)
@@ -165,6 +166,16 @@ def _close_all(conns: list[psycopg.Connection[Any]], pid: int) -> None:
         except Exception:  # noqa: BLE001,S110 - closing on the way out; nothing to report to
             pass
     conns.clear()
+
+
+def _readable(fd: int) -> bool:
+    """Whether ``fd`` has something to read now (``poll``: no limit on the fd number)."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    readable, _, _ = select.select([fd], [], [], 0)  # Windows: no fd-number limit there
+    return bool(readable)
 
 
 class PostgresLedger(SQLLedger):
@@ -231,6 +242,7 @@ class PostgresLedger(SQLLedger):
                 autocommit=True,
                 connect_timeout=self._connect_timeout,
                 application_name="dpllm-ledger",
+                client_encoding="UTF8",  # the one-trip charge quotes text as UTF-8
             )
         except psycopg.OperationalError as exc:
             raise LedgerUnavailable(
@@ -266,7 +278,13 @@ class PostgresLedger(SQLLedger):
         with self._lock:
             if os.getpid() != self._pid or conn not in self._all:
                 return
-            healthy = not conn.closed and not conn.broken
+            # Only a connection back at rest is reused: one left inside a transaction
+            # (an interrupt mid-statement) or mid-query is dropped, never handed out.
+            healthy = (
+                not conn.closed
+                and not conn.broken
+                and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            )
             if healthy and len(self._idle) < MAX_IDLE:
                 self._idle.append(conn)
                 return
@@ -283,9 +301,12 @@ class PostgresLedger(SQLLedger):
         """
         for _ in range(MAX_IDLE + 1):
             raw = self._checkout()
-            readable, _, _ = select.select([raw.fileno()], [], [], 0)
-            if not readable:
-                return raw
+            try:
+                if not _readable(raw.fileno()):
+                    return raw
+            except BaseException:
+                self._checkin(raw)
+                raise
             raw.close()
             self._checkin(raw)
         return self._checkout()
@@ -402,15 +423,30 @@ class PostgresLedger(SQLLedger):
         self._local.early_release = True
         try:
             path = self._path_cache.get(pool)
-            if path is not None:
+            if path is not None and getattr(self._local, "general_for", None) != query_id:
                 fast = self._charge_in_one_trip(query_id, path, window, cost, analyst, description)
                 if fast is not None:
                     return fast
-            return super()._try_acquire(query_id, pool, window, cost, analyst, description)
+            outcome = super()._try_acquire(query_id, pool, window, cost, analyst, description)
+            if outcome is not _WAIT:
+                self._local.general_for = None
+            return outcome
         except _Retry:
             return _WAIT  # rolled back whole: the acquire loop runs it again
         finally:
             self._local.early_release = False
+
+    def _refund(self, query_id: str, owner: str, *, failed: bool) -> None:
+        """Refund as the general path does, running it again if PostgreSQL picked it as a
+        deadlock victim (rolled back whole: nothing was refunded yet)."""
+        for attempt in range(5):
+            try:
+                super()._refund(query_id, owner, failed=failed)
+                return
+            except _Retry:
+                if attempt == 4:
+                    raise
+                time.sleep(0.01 * (attempt + 1))
 
     def _charge_statement(
         self,
@@ -486,10 +522,11 @@ class PostgresLedger(SQLLedger):
         then the flush wait) follows it in the same message: the pool rows are
         locked only while the server runs those statements back to back, never
         across a round trip to this process. ``None`` when the request needs the
-        general path — the query id has a charge row that is not a stored release,
-        or a pool refused or changed (then nothing was written: the function
-        aborts the transaction whole, and the general path judges the request
-        again on a fresh path and records the refusal).
+        general path: the query id has a charge row that is not a stored release
+        (``exists``: the acquire loop's retries of it then skip this path), or a
+        pool refused (``refused``) or changed (``stale``: the cached path is
+        dropped). The function has then written nothing; the general path judges
+        the request again and records the refusal.
         """
         parts = self._parts(path, cost)
         owner = self._owner()
@@ -505,10 +542,10 @@ class PostgresLedger(SQLLedger):
                 status, release_json = cur.fetchone() or (None, None)
             except psycopg.Error as exc:
                 self._rollback(raw)
-                if exc.sqlstate == _NOT_CLEAN:
-                    self._path_cache.pop(path[0].name, None)
-                    return None
-                raise self._translate(exc, "commit") from exc
+                raise self._one_trip_error(exc, query_id, owner) from exc
+            except BaseException:
+                self._rollback(raw)
+                raise
         finally:
             self._checkin(raw)
         if status == "charged":
@@ -520,7 +557,32 @@ class PostgresLedger(SQLLedger):
             return SQLCharge(
                 self, query_id=query_id, cost=cost, owner=None, cached=cached, refundable=False
             )
-        return None
+        if status == "stale":
+            self._path_cache.pop(path[0].name, None)
+        elif status == "exists":
+            self._local.general_for = query_id  # the acquire loop's retries go there directly
+        return None  # "refused", "stale", "exists": the general path judges and records
+
+    def _one_trip_error(self, exc: psycopg.Error, query_id: str, owner: str) -> LedgerError:
+        """What a failed one-trip charge means; the message is sent whole, so an error
+        may come from after the charge's COMMIT (the flush transaction)."""
+        if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError, *_ROLLED_BACK)):
+            return self._translate(exc, "commit")
+        try:
+            with self._read() as conn:
+                row = conn.execute(
+                    "SELECT owner FROM charges WHERE query_id = :query_id", {"query_id": query_id}
+                ).fetchone()
+        except LedgerError:
+            row = None
+        if row is not None and row[0] == owner:
+            return LedgerError(
+                f"PostgreSQL ledger {_redact(self.url)}: the charge of query id {query_id!r} "
+                f"committed but its flush was not confirmed ({str(exc).strip()}). It is listed "
+                "as charged, not released (no value left); a retry of the same query id takes "
+                "it over after its lease, never charging twice"
+            )
+        return self._translate(exc, "write")
 
     # -- migrations ------------------------------------------------------------------------
     def _migrate(self) -> None:

@@ -219,3 +219,46 @@ def test_kill_minus_nine_loses_and_doubles_nothing(
     assert {(b.pool, b.window): b.spent for b in ledger.balances()} == before
     assert {r.query_id for r in ledger.unreleased()} == failed
     assert max(Counter(e.query_id for e in ledger.history() if e.event == "charge").values()) == 1
+
+
+def test_a_refund_locks_the_pools_in_the_charges_order(
+    ledger_factory: LedgerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Charges lock their path innermost first; a refund must too, or a refund and a
+    charge of the same pools can deadlock (names chosen so that sorting by name, or
+    SQLite's primary-key order, gives the opposite order)."""
+    from contextlib import contextmanager
+    from typing import Any
+
+    from dpllm.ledger import sql
+
+    ledger = ledger_factory()
+    ledger.ensure_pool(pure_pool("aaa", 1.0))
+    ledger.ensure_pool(pure_pool("mmm", 1.0, parent="aaa"))
+    ledger.ensure_pool(pure_pool("zzz", 1.0, parent="mmm"))
+    refunded: list[str] = []
+
+    class Recorder:
+        def __init__(self, conn: Any) -> None:
+            self._conn = conn
+
+        def execute(self, statement: str, params: Any = None, /) -> Any:
+            if statement is sql.REFUND_WINDOW:
+                refunded.append(params["pool"])
+            if params is None:
+                return self._conn.execute(statement)
+            return self._conn.execute(statement, params)
+
+    original = ledger._tx
+
+    @contextmanager
+    def recording_tx() -> Any:
+        with original() as conn:
+            yield Recorder(conn)
+
+    with ledger.charging(query_id="q", pool="zzz", window=WEEK, cost=Cost.pure(0.1)):
+        assert ledger.balance("aaa", WEEK).spent == Cost.pure(0.1).micro
+        monkeypatch.setattr(ledger, "_tx", recording_tx)  # record the refund only
+        # no data read: refunded on the way out
+    assert refunded == ["zzz", "mmm", "aaa"]
+    assert ledger.balance("aaa", WEEK).spent == 0

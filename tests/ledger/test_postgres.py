@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 import psycopg
 import pytest
@@ -103,6 +104,17 @@ def test_connections_killed_by_a_restart_are_replaced(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
             "WHERE application_name = 'dpllm-ledger' AND datname = current_database()"
         ).fetchone()
+        # pg_terminate_backend only signals; wait until the backends are gone (as after a
+        # restart, whose goodbye has reached the idle sockets before the next request)
+        for _ in range(200):
+            left = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE application_name = 'dpllm-ledger' AND datname = current_database()"
+            ).fetchone()
+            if left is not None and left[0] == 0:
+                break
+            time.sleep(0.01)
+        time.sleep(0.05)  # the entry goes a moment before the process and its socket
     assert killed is not None and killed[0] >= 1
     with ledger.charging(query_id="q", pool="p", window=WEEK, cost=Cost.pure(0.1)) as c:
         c.data_read()

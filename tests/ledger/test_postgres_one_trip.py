@@ -118,6 +118,7 @@ def test_refusal_is_judged_by_the_general_path_and_spends_nothing(
             compute=compute_for("b", COST),
         )  # fmt: skip
     assert spy.outcomes == Counter(general=1)
+    assert "team" in ledger._path_cache  # a refusal keeps the (still valid) path
     assert ledger._query("SELECT count(*) FROM charges WHERE query_id = 'b'") == [(0,)]
     assert ledger.balance("team", WEEK).spent == COST.micro
     assert ledger.balance("org", WEEK).spent == COST.micro
@@ -182,3 +183,40 @@ def test_values_are_stored_as_given_in_one_trip(
     assert audit[0] == ("charge", text, "team", WEEK, COST.micro, f"pure; {text}")
     assert len(parts) == 2
     assert ledger.balance("org", WEEK).spent == 2 * COST.micro
+
+
+def test_a_connection_left_inside_a_transaction_is_never_reused(pg_ledger_url: str) -> None:
+    """An interrupt mid-statement can leave a connection in a transaction; checked back
+    in, it is closed, and the next charge gets a clean one."""
+    ledger = _ledger(pg_ledger_url)
+    raw = ledger._checkout()
+    raw.execute(b"BEGIN")
+    ledger._checkin(raw)
+    assert raw.closed and raw not in ledger._idle
+    release_once(
+        ledger, query_id="q", pool="team", window=WEEK, cost=COST, compute=compute_for("q", COST)
+    )
+    assert ledger.balance("team", WEEK).spent == COST.micro
+
+
+def test_idle_sockets_are_checked_whatever_their_number() -> None:
+    """select() fails above fd 1023; a busy server process has more descriptors."""
+    import os
+    import resource
+    import socket
+
+    from dpllm.ledger.postgres import _readable
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft <= 1100:
+        pytest.skip(f"RLIMIT_NOFILE is {soft}; cannot open a descriptor above 1024")
+    left, right = socket.socketpair()
+    high = os.dup2(left.fileno(), 1090)
+    try:
+        assert _readable(high) is False
+        right.sendall(b"x")
+        assert _readable(high) is True
+    finally:
+        os.close(high)
+        left.close()
+        right.close()
