@@ -32,7 +32,7 @@ from presidio_analyzer.nlp_engine import NlpArtifacts, NlpEngine
 
 from dpllm.errors import RedactionError
 from dpllm.redact.greedy_ner import GreedyNer
-from dpllm.redact.prefilter import SEPARATOR, TokenWindows, ner_windows, token_windows
+from dpllm.redact.prefilter import SEPARATOR, TokenWindows, candidate_token_windows
 
 __all__ = ["EN_MODEL_PACKAGE", "DualNlpEngine", "FastContextEnhancer", "NerSpan"]
 
@@ -245,7 +245,7 @@ class DualNlpEngine(NlpEngine):
         if not self.ner_prefilter:
             spans = [(e.label_, e.start_char, e.end_char) for e in doc.ents]
         else:
-            windows = token_windows(ner_windows(text), starts)
+            windows = candidate_token_windows(text, starts)
             spans = self._windowed_ner(doc, words, starts, windows)
         entities = [
             NerSpan(_EN_LABELS[label], start, end)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -11,9 +12,11 @@ from dpllm.redact.corpus import _EN_FIRST, _EN_LAST
 from dpllm.redact.nlp import DualNlpEngine
 from dpllm.redact.prefilter import (
     COMMON_FIRST_WORDS,
+    CONTEXT_TOKENS,
     CONTEXT_WORDS,
     NAME_LIKE_WORDS,
     TokenWindows,
+    candidate_token_windows,
     candidate_words,
     ner_windows,
     sentence_ranges,
@@ -104,7 +107,20 @@ def test_windows_cover_the_models_receptive_field(engine: DualNlpEngine) -> None
     # A window of CONTEXT_WORDS words is at least that many tokens; NER embeds each token
     # from a CNN over `depth * window_size` tokens either side. A new model must fit.
     config = engine._nlp.config["components"]["ner"]["model"]["tok2vec"]["encode"]
-    assert config["depth"] * config["window_size"] <= CONTEXT_WORDS
+    assert config["depth"] * config["window_size"] <= CONTEXT_TOKENS <= CONTEXT_WORDS
+
+
+def test_token_windows_keep_the_receptive_field_and_merge() -> None:
+    text = "Call 198-6755-3365 or ask Ella Palmer today, the room was cold and Owen was late."
+    words = text.split(" ")
+    token_starts = [m.start() for m in re.finditer(r"\S+", text)]  # a token per word here
+    windows = candidate_token_windows(text, token_starts, context=2)
+    # Call (first word: skipped), Ella Palmer -> tokens 4..5, Owen -> token 12
+    assert windows == TokenWindows(starts=(2, 10), ends=(8, 15))
+    assert candidate_token_windows(text, token_starts, context=4) == TokenWindows(
+        starts=(0,), ends=(len(words),)
+    )
+    assert candidate_token_windows("no names here.", [0, 3, 9, 13]) == TokenWindows((), ())
 
 
 def test_windows_merge_and_map_back_exactly() -> None:
