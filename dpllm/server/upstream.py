@@ -181,7 +181,9 @@ class UpstreamClient:
             head.append(f"Authorization: Bearer {api_key}")
         self._head = ("\r\n".join(head) + "\r\n").encode("latin-1")
         self._idle: list[_Conn] = []
-        self._slots: asyncio.Semaphore | None = None  # made on the serving loop
+        # Connections and the slot semaphore belong to the event loop that made them.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._slots = asyncio.Semaphore(MAX_CONNECTIONS)
 
     def __repr__(self) -> str:  # no key
         return f"<UpstreamClient http://{self.host}:{self.port}{self.base_path}>"
@@ -218,7 +220,9 @@ class UpstreamClient:
 
     # -- one attempt ---------------------------------------------------------------
     async def _exchange(self, request: bytes) -> tuple[int, bytes]:
-        if self._slots is None:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # first use, or the app is served by a new loop
+            self._loop, self._idle = loop, []
             self._slots = asyncio.Semaphore(MAX_CONNECTIONS)
         try:
             async with self._slots, asyncio.timeout(self.timeout):

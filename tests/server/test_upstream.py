@@ -133,6 +133,44 @@ def test_body_that_is_not_json_is_refused_before_sending(fake: FakeOpenAIServer)
     assert fake.completion_requests == []
 
 
+async def _keep_alive_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """A minimal ASGI upstream (served by uvicorn: HTTP/1.1 keep-alive)."""
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            await send({"type": message["type"] + ".complete"})
+            if message["type"] == "lifespan.shutdown":
+                return
+    while (await receive()).get("more_body"):
+        pass
+    body = json.dumps({"choices": [], "object": "chat.completion"}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def test_one_client_on_successive_event_loops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An app served by one event loop, shut down (aclose), then served by another."""
+    from dpllm.server import upstream as module
+    from tests.server.conftest import LiveServer
+
+    monkeypatch.setattr(module, "MAX_CONNECTIONS", 1)  # the 2nd concurrent call waits on a slot
+
+    async def serve(upstream: UpstreamClient) -> list[dict[str, Any]]:
+        try:
+            return await asyncio.gather(
+                *(upstream.post_json("/chat/completions", BODY) for _ in range(2))
+            )
+        finally:
+            await upstream.aclose()  # as the app's lifespan does at shutdown
+
+    with LiveServer(_keep_alive_app) as live:
+        upstream = client(live.url + "/v1")
+        for _ in range(2):  # asyncio.run: a new event loop each time
+            answers = asyncio.run(serve(upstream))
+            assert answers == [{"choices": [], "object": "chat.completion"}] * 2
+
+
 def test_repr_holds_no_key(fake: FakeOpenAIServer) -> None:
     assert "upstream-secret" not in repr(client(fake.base_url))
 
