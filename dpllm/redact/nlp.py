@@ -390,6 +390,26 @@ class FastContextEnhancer(LemmaContextAwareEnhancer):
             raise ValueError("no tokens")
         return max(0, bisect.bisect_right(tokens_indices, start) - 1)
 
+    def _surrounding(self, artifacts: NlpArtifacts, start: int) -> list[str]:
+        """Presidio's ``_extract_surrounding_words`` (keywords before and after the match)."""
+        index = self._find_index_of_match_token(
+            "", start, artifacts.tokens, artifacts.tokens_indices
+        )
+        lemmas: list[str] = artifacts.lemmas
+        keywords: Any = artifacts.keywords
+        found: set[str] = set()
+        for step, count in ((-1, self.context_prefix_count), (1, self.context_suffix_count)):
+            # the match's own token counts too (it may hold a glued context word), so n + 1
+            remaining = count + 1
+            i = index
+            while 0 <= i < len(lemmas) and remaining > 0:
+                lower = lemmas[i].lower()
+                if lower in keywords:
+                    found.add(lower)
+                    remaining -= 1
+                i += step
+        return list(found)
+
     def enhance_using_context(
         self,
         text: str,
@@ -407,23 +427,30 @@ class FastContextEnhancer(LemmaContextAwareEnhancer):
         if nlp_artifacts is None:
             return results
         by_id = {recognizer.id: recognizer for recognizer in recognizers}
+        # Each recognizer's context words, lower-cased once per call, not once per pair.
+        words_of = {
+            rid: [(word, word.lower()) for word in recognizer.context or ()]
+            for rid, recognizer in by_id.items()
+        }
         extra = [word.lower() for word in context or ()]
         for result in results:
             meta = result.recognition_metadata or {}
-            recognizer = by_id.get(meta.get(RecognizerResult.RECOGNIZER_IDENTIFIER_KEY))
+            rid = meta.get(RecognizerResult.RECOGNIZER_IDENTIFIER_KEY)
+            recognizer = by_id.get(rid)
             if recognizer is None or not recognizer.context:
                 continue
             if meta.get(RecognizerResult.IS_SCORE_ENHANCED_BY_CONTEXT_KEY):
                 continue
-            surrounding = self._extract_surrounding_words(
-                nlp_artifacts=nlp_artifacts,
-                word=text[result.start : result.end],
-                start=result.start,
-            )
+            if not nlp_artifacts.tokens:  # Presidio's own path for this corner
+                surrounding = self._extract_surrounding_words(
+                    nlp_artifacts=nlp_artifacts,
+                    word=text[result.start : result.end],
+                    start=result.start,
+                )
+            else:
+                surrounding = self._surrounding(nlp_artifacts, result.start)
             surrounding.extend(extra)
-            found = self._find_supportive_word_in_context(
-                surrounding, recognizer.context, self.context_matching_mode
-            )
+            found = _supportive_word(surrounding, words_of[rid], self.context_matching_mode)
             if found != "":
                 score = max(
                     result.score + self.context_similarity_factor,
@@ -433,6 +460,19 @@ class FastContextEnhancer(LemmaContextAwareEnhancer):
                 result.analysis_explanation.set_supportive_context_word(found)
                 result.analysis_explanation.set_improved_score(result.score)
         return results
+
+
+def _supportive_word(surrounding: list[str], words: list[tuple[str, str]], mode: str) -> str:
+    """Presidio's ``_find_supportive_word_in_context``: the first context word found nearby."""
+    keywords = [keyword.lower() for keyword in surrounding]
+    for word, lower in words:
+        if mode == "substring":
+            if any(lower in keyword for keyword in keywords):
+                return str(word)
+        elif mode == "whole_word":
+            if lower in keywords:
+                return str(word)
+    return ""
 
 
 def _copy_result(result: RecognizerResult) -> RecognizerResult:
