@@ -448,24 +448,32 @@ class SQLLedger(SQLBase):
                 )  # fmt: skip
 
     def _store(self, query_id: str, release: Release) -> None:
-        text = _rows.release_to_json(release)
+        if not self._store_release(query_id, _rows.release_to_json(release), release.name):
+            raise ChargeInProgress(
+                f"another process stored the release of query id {query_id!r} first; this "
+                "process's value was dropped unseen. Use ledger.get_release(query_id)"
+            )
+
+    def _store_release(self, query_id: str, release_json: str, name: str) -> bool:
+        """Store the release and its audit line in one durable transaction.
+
+        Returns False when a release is already stored under ``query_id`` (then
+        nothing is written).
+        """
         with self._tx() as conn:
             rows = conn.execute(
                 sql.STORE_RELEASE,
-                {"query_id": query_id, "release_json": text, "release_name": release.name,
+                {"query_id": query_id, "release_json": release_json, "release_name": name,
                  "now": self._now_text()},
             ).fetchall()  # fmt: skip
-            if rows:
-                row = rows[0]
-                self._audit(
-                    conn, "release", analyst=row[0], pool=row[1], window=row[2],
-                    query_id=query_id, micro=0, detail=release.name,
-                )  # fmt: skip
-                return
-        raise ChargeInProgress(
-            f"another process stored the release of query id {query_id!r} first; this "
-            "process's value was dropped unseen. Use ledger.get_release(query_id)"
-        )
+            if not rows:
+                return False
+            row = rows[0]
+            self._audit(
+                conn, "release", analyst=row[0], pool=row[1], window=row[2],
+                query_id=query_id, micro=0, detail=name,
+            )  # fmt: skip
+            return True
 
     # -- local-DP reports ----------------------------------------------------------------
 

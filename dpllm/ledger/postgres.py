@@ -123,6 +123,13 @@ _BEGIN = b"BEGIN ISOLATION LEVEL READ COMMITTED"
 # xid and waits for its flush. WAL is flushed in order, so that flush covers the charge.
 _BEGIN_EARLY = _BEGIN + b"; SET LOCAL synchronous_commit = off"
 _COMMIT_EARLY = b"COMMIT; BEGIN; SELECT pg_current_xact_id(); COMMIT"
+# Storing a release and its audit line in one statement (PostgreSQL runs DML in a CTE).
+_STORE_ONE_TRIP = sql.to_pyformat(
+    "WITH stored AS (" + sql.STORE_RELEASE + ") "
+    "INSERT INTO audit (time, event, analyst, pool, window_key, query_id, micro, detail) "
+    "SELECT :now, 'release', analyst, pool, window_key, :query_id, 0, :release_name "
+    "FROM stored RETURNING id"
+)
 # The path's arguments of the one-round-trip charge (migration 0004), quoted once per path.
 _PATH_ARRAYS = (
     "CAST(%(pools)s AS TEXT[]), CAST(%(micros)s AS BIGINT[]), CAST(%(parents)s AS TEXT[]), "
@@ -435,6 +442,33 @@ class PostgresLedger(SQLLedger):
             return _WAIT  # rolled back whole: the acquire loop runs it again
         finally:
             self._local.early_release = False
+
+    def _store_release(self, query_id: str, release_json: str, name: str) -> bool:
+        """The general path's store (release, then its audit line) as one statement, sent
+        with its ``BEGIN`` and synchronous ``COMMIT`` in one message: one round trip.
+
+        The commit is synchronous, so the release is on disk before this returns.
+        """
+        params = {
+            "query_id": query_id, "release_json": release_json, "release_name": name,
+            "now": self._now_text(),
+        }  # fmt: skip
+        raw = self._checkout_live()
+        try:
+            try:
+                text = psycopg.ClientCursor(raw).mogrify(_STORE_ONE_TRIP, params)
+                cur = raw.execute(b"".join((_BEGIN, b"; ", text.encode(), b"; COMMIT")))
+                cur.nextset()  # BEGIN, then the statement's rows
+                stored = bool(cur.fetchall())
+            except psycopg.Error as exc:
+                self._rollback(raw)
+                raise self._translate(exc, "commit") from exc
+            except BaseException:
+                self._rollback(raw)
+                raise
+        finally:
+            self._checkin(raw)
+        return stored
 
     def _refund(self, query_id: str, owner: str, *, failed: bool) -> None:
         """Refund as the general path does, running it again if PostgreSQL picked it as a

@@ -220,3 +220,30 @@ def test_idle_sockets_are_checked_whatever_their_number() -> None:
         os.close(high)
         left.close()
         right.close()
+
+
+def test_one_trip_store_writes_what_the_general_store_writes(pg_ledger_url: str) -> None:
+    """PostgreSQL stores a release with its audit line in one statement; the rows are the
+    general path's, and a second store of the same query id writes nothing."""
+    from dpllm.ledger._rows import release_to_json
+    from dpllm.ledger._sql_ledger import SQLLedger
+    from tests.ledger.conftest import make_release
+
+    ledger = _ledger(pg_ledger_url)
+    for qid in ("general", "fast"):
+        with ledger.charging(query_id=qid, pool="team", window=WEEK, cost=COST) as charge:
+            charge.data_read()
+            if qid == "general":
+                text = release_to_json(make_release("same", COST))
+                assert SQLLedger._store_release(ledger, qid, text, "count") is True
+                charge._stored = True  # stored behind the handle's back, on purpose
+            else:
+                charge.store(make_release("same", COST))
+    general, fast = _rows(ledger, "general"), _rows(ledger, "fast")
+    assert general == fast
+    assert [event for event, *_ in fast[2]] == ["charge", "release"]
+    assert ledger.get_release("general") == ledger.get_release("fast") == make_release("same", COST)
+    # a release already stored: nothing written, the caller is told
+    assert ledger._store_release("fast", release_to_json(make_release("x", COST)), "x") is False
+    assert ledger.get_release("fast") == make_release("same", COST)
+    assert [e.event for e in ledger.history() if e.query_id == "fast"] == ["charge", "release"]
