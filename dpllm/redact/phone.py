@@ -12,14 +12,15 @@ the shortest valid number can be rejected before parsing, and the matches stay e
 the stock recognizer (``tests/redact/test_phone.py`` checks both the bound and the equality).
 
 A second test, :class:`NumberShape`, rejects most of the remaining candidates (order numbers,
-statistics, card and ID numbers: three in five on the benchmark texts) for the regions they
+statistics, dates, card and ID numbers: four in five on the benchmark texts) for the regions they
 cannot belong to. A candidate of ASCII digits, spaces and ``-./()`` carries no plus sign, no
 extension and no letters, so ``parse`` gives it the preferred region's country code and its
 national significant number is what is left of its digits after an optional written country
-code and national prefixes; ``is_valid_number`` then needs that rest to match the general
-pattern of a region with that code. One regular expression per preferred region checks exactly
-that, unless the digits begin with the region's international prefix or the region rewrites
-national prefixes (then the candidate is parsed as before).
+code and national prefixes; ``is_valid_number`` then needs that rest to match the pattern of
+one number type (fixed line, mobile, toll free …) of a region with that code. One regular
+expression per preferred region checks exactly that, unless the digits begin with the region's
+international prefix or the region rewrites national prefixes (then the candidate is parsed as
+before).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from phonenumbers import (
     COUNTRY_CODE_TO_REGION_CODE,
     COUNTRY_CODES_FOR_NON_GEO_REGIONS,
     SUPPORTED_REGIONS,
+    Leniency,
     NumberParseException,
     PhoneMetadata,
     PhoneNumberMatcher,
@@ -89,6 +91,19 @@ def min_number_digits(region: str) -> tuple[int, int]:
     return max(1, min(written, implied)), max(1, min(1 + written, implied))
 
 
+# The descriptions phonenumbers' _number_type_helper tries: a valid number matches one.
+_NUMBER_TYPES = (
+    "premium_rate",
+    "toll_free",
+    "shared_cost",
+    "voip",
+    "personal_number",
+    "pager",
+    "uan",
+    "voicemail",
+    "fixed_line",
+    "mobile",
+)
 # Characters that cannot begin an extension, a vanity number or an international number.
 _PLAIN_CANDIDATE = re.compile(r"[0-9 ().\-/]+")
 _DIGITS = re.compile(r"\d")
@@ -103,7 +118,8 @@ class NumberShape:
 
     Attributes:
         valid: Optional written country code, optional national prefixes, then a national
-            number of some region sharing the country code (its general pattern).
+            number of some region sharing the country code (the pattern of one of its number
+            types: fixed line, mobile, toll free …).
         international: The region's international dialling prefix.
     """
 
@@ -121,10 +137,12 @@ class NumberShape:
         patterns = []
         for other in COUNTRY_CODE_TO_REGION_CODE.get(md.country_code, ()):
             other_md = PhoneMetadata.metadata_for_region(other)
-            desc = None if other_md is None else other_md.general_desc
-            if desc is None or desc.national_number_pattern is None:
+            if other_md is None:
                 return None
-            patterns.append(desc.national_number_pattern)
+            for kind in _NUMBER_TYPES:
+                desc = getattr(other_md, kind)
+                if desc is not None and desc.national_number_pattern:
+                    patterns.append(desc.national_number_pattern)
         prefix = md.national_prefix_for_parsing
         national = f"(?:{prefix})*" if prefix else ""
         body = "|".join(f"(?:{p})" for p in patterns)
@@ -154,10 +172,12 @@ class _PrefilteredMatcher(PhoneNumberMatcher):
         leniency: int,
         bounds: tuple[int, int],
         shape: NumberShape | None,
+        international: dict[tuple[str, int], Any] | None = None,
     ) -> None:
         super().__init__(text, region, leniency=leniency)
         self._with_plus, self._without_plus = bounds
         self._shape = shape
+        self._international = international
 
     # Overrides a private method of phonenumbers' matcher (its single parse site, also used
     # for inner matches); the equality test against the stock recognizer guards upgrades.
@@ -169,7 +189,15 @@ class _PrefilteredMatcher(PhoneNumberMatcher):
             return None
         if self._shape is not None and not self._shape.possible(candidate):
             return None
-        return super()._parse_and_verify(candidate, offset)
+        if self._international is None or candidate[0] not in _PLUS:
+            return super()._parse_and_verify(candidate, offset)
+        # A candidate opening with a plus sign carries its own country code: parsing and
+        # verifying it (at VALID leniency) does not depend on the preferred region, so the
+        # other regions' matchers of the same text reuse the answer.
+        key = (candidate, offset)
+        if key not in self._international:
+            self._international[key] = super()._parse_and_verify(candidate, offset)
+        return self._international[key]
 
     # Overrides a private method too: it tries each of six patterns on every rejected
     # candidate, and none can match without an _INNER_MARK character (pinned by a test).
@@ -210,6 +238,9 @@ class FastPhoneRecognizer(PhoneRecognizer):
         """Find phone numbers exactly as the stock recognizer does, region by region."""
         results = []
         result_for: Any = self._get_recognizer_result  # untyped in Presidio
+        international: dict[tuple[str, int], Any] | None = (
+            {} if self._leniency == Leniency.VALID else None
+        )
         for region in self.supported_regions:
             matcher = _PrefilteredMatcher(
                 text,
@@ -217,14 +248,15 @@ class FastPhoneRecognizer(PhoneRecognizer):
                 leniency=self._leniency,
                 bounds=self._bounds[region],
                 shape=self._shapes[region],
+                international=international,
             )
             for match in matcher:
                 found = region
-                try:
-                    found = phonenumbers.region_code_for_number(
-                        phonenumbers.parse(text[match.start : match.end])
-                    )
-                except NumberParseException:
-                    pass
+                raw = text[match.start : match.end]
+                if _PLUS.intersection(raw):  # without one, parse(raw) has no region: it raises
+                    try:
+                        found = phonenumbers.region_code_for_number(phonenumbers.parse(raw))
+                    except NumberParseException:
+                        pass
                 results.append(result_for(match, text, found, nlp_artifacts))
         return list(EntityRecognizer.remove_duplicates(results))
