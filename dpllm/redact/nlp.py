@@ -236,11 +236,13 @@ class DualNlpEngine(NlpEngine):
         # Tokens (for context words) always cover the whole text; with the pre-filter, NER
         # reads only the windows around words that may begin a name.
         doc = self._nlp.make_doc(text) if self.ner_prefilter else self._nlp(text)
-        words: list[str] = []
-        starts: list[int] = []
-        for token in doc:  # one pass: each step builds a Token object
-            words.append(token.text)
-            starts.append(token.idx)
+        from spacy.attrs import IDX, LENGTH
+
+        # A token's text is the slice of the doc's text at its offset (spaCy builds the text
+        # from the tokens), so two array columns replace a Token object per token.
+        offsets: list[list[int]] = doc.to_array([IDX, LENGTH]).tolist() if len(doc) else []
+        starts = [start for start, _ in offsets]
+        words = [text[start : start + length] for start, length in offsets]
         spans: list[tuple[str, int, int]]
         if not self.ner_prefilter:
             spans = [(e.label_, e.start_char, e.end_char) for e in doc.ents]
