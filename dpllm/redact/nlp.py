@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import copy
 import unicodedata
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -148,7 +149,19 @@ class DualNlpEngine(NlpEngine):
             if listeners is not None and not set(listeners) & set(nlp.pipe_names):
                 nlp.remove_pipe(_EN_SHARED_TOK2VEC)
         self._nlp = nlp
-        self._ner = GreedyNer(nlp.get_pipe("ner")) if nlp.pipe_names == ["ner"] else None
+        self._ner = None
+        if nlp.pipe_names == ["ner"]:
+            try:
+                self._ner = GreedyNer(nlp.get_pipe("ner"))
+            except RedactionError:
+                # Another spaCy or model build with a different NER architecture: spaCy's
+                # own decoding gives the entities, only slower.
+                warnings.warn(
+                    "dpllm: the English NER model is not the architecture GreedyNer decodes; "
+                    "using spaCy's own (slower) NER",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         try:
             import jieba
             import jieba.posseg

@@ -72,3 +72,25 @@ def test_rejects_a_beam_search_ner(nlp: Any) -> None:
 
     with pytest.raises(RedactionError, match="greedy"):
         GreedyNer(Beam())
+
+
+def test_another_ner_architecture_falls_back_to_spacy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spaCy or model build GreedyNer does not decode: a warning, spaCy's own NER, the
+    same names found."""
+    import dpllm.redact.nlp as nlp_module
+
+    def refuse(ner: Any) -> GreedyNer:
+        raise RedactionError("not this architecture")
+
+    text = "Yesterday Emily Clark met Professor Wang Wei in Boston to discuss the course."
+    fast = DualNlpEngine()
+    fast.load()
+    monkeypatch.setattr(nlp_module, "GreedyNer", refuse)
+    slow = DualNlpEngine()
+    with pytest.warns(RuntimeWarning, match="spaCy's own"):
+        slow.load()
+    assert slow._ner is None and fast._ner is not None
+    found = [(e.label_, e.start_char, e.end_char) for e in fast.process_text(text, "en").entities]
+    assert found and found == [
+        (e.label_, e.start_char, e.end_char) for e in slow.process_text(text, "en").entities
+    ]
