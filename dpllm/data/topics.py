@@ -22,7 +22,6 @@ inside the core; only the bounded counts reach a mechanism.
 from __future__ import annotations
 
 import functools
-import logging
 import math
 import re
 from collections import Counter, defaultdict
@@ -132,16 +131,9 @@ def _index(vocabulary: Vocabulary) -> dict[str, set[str]]:
 @functools.lru_cache(maxsize=8)
 def _tokenizer(vocabulary: Vocabulary) -> Any:
     """A private jieba tokenizer with the vocabulary's Chinese keywords (never the global one)."""
-    import jieba
+    from dpllm._jieba import private_tokenizer
 
-    tokenizer = jieba.Tokenizer()
-    log = logging.getLogger("jieba")
-    level = log.level
-    log.setLevel(logging.WARNING)  # jieba announces its dictionary load at DEBUG on stderr
-    try:
-        tokenizer.initialize()
-    finally:
-        log.setLevel(level)
+    tokenizer = private_tokenizer()
     for topic in vocabulary.topics:
         for word in topic.zh:
             tokenizer.add_word(word, freq=100_000)

@@ -166,8 +166,9 @@ class DualNlpEngine(NlpEngine):
             import jieba
             import jieba.posseg
 
-            tokenizer = jieba.Tokenizer()
-            tokenizer.initialize()
+            from dpllm._jieba import private_tokenizer
+
+            tokenizer = private_tokenizer()
             self._tags = dict(jieba.posseg.POSTokenizer(tokenizer).word_tag_tab)
         except Exception as exc:
             raise RedactionError(f"cannot initialise jieba's dictionary: {exc}") from exc
