@@ -1,12 +1,13 @@
-"""The proxy's lean upstream client: one JSON POST over keep-alive HTTP/1.1, one JSON answer.
+"""The proxy's lean upstream client: one JSON POST, one JSON answer, over aiohttp.
 
 Why not the ``openai`` SDK's client for non-streaming chat: per forwarded call it
 costs ~1.8 ms of CPU on the benchmark machine (request building, its retry and
-auth layers, ``httpx``, ``httpcore``, ``anyio``, ``h11``); ``httpx.AsyncClient``
-alone ~1.4 ms and ``httpcore``'s pool ~0.95 ms, and both grow under 32
+auth layers, ``httpx``, ``httpcore``, ``anyio``, ``h11``), and more under 32
 concurrent callers (pool bookkeeping, keep-alive churn). The proxy only posts a
-JSON body and reads a JSON answer from one origin, which asyncio streams do in
-~0.1 ms. ``bench/proxy_bench.py`` measures the proxy end to end.
+JSON body and reads a JSON answer from one origin: :mod:`aiohttp`'s
+``ClientSession`` (its HTTP parser in C, its keep-alive pool) does that in
+~0.3 ms. The HTTP wire format is aiohttp's business: this module holds no HTTP
+parser. ``bench/proxy_bench.py`` measures the proxy end to end.
 
 Scope: plain ``http://`` upstreams reached directly (a model server on loopback
 or the LAN: vLLM, llama.cpp, Ollama …). ``https://`` upstreams and upstreams
@@ -18,25 +19,35 @@ Behaviour matches the SDK's client where it matters to callers:
 * **retries**: ``max_retries`` more attempts after a connection error, a
   timeout, or HTTP 408, 409, 429 and 5xx (``x-should-retry`` overrides), waiting
   ``Retry-After`` (≤ 60 s) or an exponential backoff (0.5 s doubling, ≤ 8 s,
-  with jitter); a kept-alive connection the server closed while idle is retried
-  at once on a fresh one (nothing was answered on it);
-* **timeout**: ``timeout`` seconds per attempt, connecting included;
+  with jitter); a kept-alive connection that the server closed before answering
+  (it closed it while idle, as our request went out) is retried at once on a
+  fresh one, within the same attempt (aiohttp does this for idempotent methods
+  only, not for POST);
+* **timeout**: ``timeout`` seconds per attempt, from waiting for one of the
+  :data:`MAX_CONNECTIONS` connections to the end of the answer's body;
+* **redirects** are not followed, cookies not kept, compressed answers not
+  decoded (``Accept-Encoding: identity`` is asked for);
 * **errors**, as dpllm's own (:func:`dpllm.server.errors.status_and_body` turns
   them into OpenAI-shaped answers):
 
-  =========================================  ==========================  ======
-  upstream                                   raised                      answer
-  =========================================  ==========================  ======
-  refused / reset / closed connection        :class:`ModelUnreachable`   502
-  no answer within ``timeout``               :class:`ModelTimeout`       504
-  HTTP 401, 403                              :class:`ModelAuthError`     502
-  HTTP 429 (after the retries)               :class:`ModelRateLimited`   502
-  other HTTP ≥ 400                           :class:`ModelBadResponse`   502
-  malformed HTTP, not a JSON object, > 64 MiB  :class:`ModelBadResponse`   502
-  =========================================  ==========================  ======
+  =================================================  =========================  ======
+  upstream                                           raised                     answer
+  =================================================  =========================  ======
+  refused / reset / closed connection                :class:`ModelUnreachable`  502
+  no answer within ``timeout``                       :class:`ModelTimeout`      504
+  HTTP 401, 403                                      :class:`ModelAuthError`    502
+  HTTP 429 (after the retries)                       :class:`ModelRateLimited`  502
+  other HTTP ≥ 400                                   :class:`ModelBadResponse`  502
+  malformed HTTP, not a JSON object, > 64 MiB        :class:`ModelBadResponse`  502
+  =================================================  =========================  ======
 
   Status errors carry the upstream's status (``exc.status``) and its error
-  ``type``, never its error message (which may quote the prompt).
+  ``type``, never its error message (which may quote the prompt). aiohttp's
+  exceptions never leave this module. "Malformed HTTP" is what aiohttp's parser
+  refuses, e.g. a header line over 8,190 bytes. One exception: a chunked body
+  whose framing breaks after its first bytes arrived is not reported by
+  aiohttp's C parser (3.14); the attempt ends at the timeout (ModelTimeout, 504),
+  nothing passed on.
 
 The API key is sent in ``Authorization`` and kept nowhere else (no repr, no log).
 """
@@ -48,7 +59,11 @@ import json
 import random
 import urllib.parse
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
+
+import aiohttp
+from aiohttp.http import HttpProcessingError
 
 from dpllm.errors import (
     ModelAuthError,
@@ -59,13 +74,10 @@ from dpllm.errors import (
     ModelUnreachable,
 )
 
-__all__ = ["MAX_BODY", "UpstreamClient", "lean_eligible"]
+__all__ = ["MAX_BODY", "MAX_CONNECTIONS", "UpstreamClient", "lean_eligible"]
 
 MAX_BODY = 64 * 1024 * 1024
 """The largest upstream answer read (bytes); a larger one is refused."""
-
-MAX_HEAD = 64 * 1024
-"""The largest status line + headers read (bytes)."""
 
 MAX_CONNECTIONS = 100
 """Connections open to the upstream at most (as the SDK's default pool)."""
@@ -116,19 +128,8 @@ class _Retry(Exception):
         self.delay = delay
 
 
-class _Conn:
-    __slots__ = ("reader", "writer")
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-
-    @property
-    def usable(self) -> bool:
-        return not (self.writer.is_closing() or self.reader.at_eof())
-
-    def close(self) -> None:
-        self.writer.close()
+async def _on_reuse(session: Any, context: SimpleNamespace, params: Any) -> None:
+    context.trace_request_ctx.reused = True  # the request went out on a pooled connection
 
 
 class UpstreamClient:
@@ -143,7 +144,7 @@ class UpstreamClient:
 
     Raises:
         ValueError: not an ``http://`` URL, a parameter out of range, or a line
-            break in the key.
+            break in the key or the user agent.
     """
 
     def __init__(
@@ -162,6 +163,7 @@ class UpstreamClient:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
         if max_retries < 0:
             raise ValueError(f"max_retries must be ≥ 0, got {max_retries!r}")
+        # aiohttp refuses these too (ValueError), but only at the first request.
         if any(c in api_key or c in user_agent for c in "\r\n\0"):
             raise ValueError("the API key and user agent must be one line (they are HTTP headers)")
         self.host = parts.hostname
@@ -169,30 +171,55 @@ class UpstreamClient:
         self.base_path = parts.path.rstrip("/")
         self.timeout = timeout
         self.max_retries = max_retries
-        authority = parts.netloc.rpartition("@")[2]  # never userinfo in Host
-        head = [
-            f"Host: {authority}",
-            "Content-Type: application/json",
-            "Accept: application/json",
-            "Accept-Encoding: identity",
-            f"User-Agent: {user_agent}",
-        ]
+        authority = parts.netloc.rpartition("@")[2]  # userinfo is neither sent nor used
+        self._base = f"http://{authority}{self.base_path}"
+        self._headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "Accept-Encoding": "identity",
+            "User-Agent": user_agent,
+        }
         if api_key:
-            head.append(f"Authorization: Bearer {api_key}")
-        self._head = ("\r\n".join(head) + "\r\n").encode("latin-1")
-        self._idle: list[_Conn] = []
-        # Connections and the slot semaphore belong to the event loop that made them.
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        # A session (its connections) belongs to the event loop that made it: an
+        # app served again by a new loop gets a new one.
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._slots = asyncio.Semaphore(MAX_CONNECTIONS)
 
     def __repr__(self) -> str:  # no key
         return f"<UpstreamClient http://{self.host}:{self.port}{self.base_path}>"
 
     async def aclose(self) -> None:
-        """Close the idle connections; later calls open new ones."""
-        idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+        """Close the connections; later calls open new ones."""
+        session, loop = self._session, self._loop
+        self._session = self._loop = None
+        if session is None or session.closed or loop is None:
+            return
+        if loop is asyncio.get_running_loop() or loop.is_closed():
+            await session.close()  # a closed loop's connections: aiohttp lets them go
+        elif loop.is_running():  # another thread's
+            asyncio.run_coroutine_threadsafe(session.close(), loop)
+
+    async def _session_here(self) -> aiohttp.ClientSession:
+        """This event loop's session; the one of an earlier loop is closed first."""
+        loop = asyncio.get_running_loop()
+        session = self._session
+        if session is not None and self._loop is loop and not session.closed:
+            return session
+        await self.aclose()
+        tracing = aiohttp.TraceConfig()
+        tracing.on_connection_reuseconn.append(_on_reuse)
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=MAX_CONNECTIONS),
+            timeout=self._timeout,
+            headers=self._headers,
+            cookie_jar=aiohttp.DummyCookieJar(),  # the upstream's cookies are not kept
+            auto_decompress=False,  # Accept-Encoding: identity; no decompression bombs
+            trace_configs=[tracing],
+        )
+        self._session, self._loop = session, loop
+        return session
 
     async def post_json(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """POST ``body`` as JSON to ``base_url + path``; the decoded JSON object answered.
@@ -203,15 +230,11 @@ class UpstreamClient:
             ValueError: ``body`` cannot be encoded as JSON (NaN, infinities …).
         """
         payload = json.dumps(body, allow_nan=False).encode()
-        request = (
-            b"POST %s HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n"
-            % ((self.base_path + path).encode("latin-1"), self._head, len(payload))
-        ) + payload
+        url = self._base + path
         attempt = 0
         while True:
             try:
-                status, raw = await self._exchange(request)
-                return _decode(status, raw)
+                return _decode(await self._attempt(url, payload))
             except _Retry as retry:
                 if attempt >= self.max_retries:
                     raise retry.error from None
@@ -219,159 +242,87 @@ class UpstreamClient:
                 attempt += 1
 
     # -- one attempt ---------------------------------------------------------------
-    async def _exchange(self, request: bytes) -> tuple[int, bytes]:
+    async def _attempt(self, url: str, payload: bytes) -> bytes:
+        session = await self._session_here()
         loop = asyncio.get_running_loop()
-        if loop is not self._loop:  # first use, or the app is served by a new loop
-            self._loop, self._idle = loop, []
-            self._slots = asyncio.Semaphore(MAX_CONNECTIONS)
+        started = loop.time()
         try:
-            async with self._slots, asyncio.timeout(self.timeout):
-                conn = self._take_idle()
-                if conn is not None:
-                    try:
-                        return await self._send(conn, request)
-                    except (ModelError, _Retry):
-                        raise
-                    except (OSError, asyncio.IncompleteReadError) as exc:
-                        if not _nothing_answered(exc):
-                            raise
-                    # the server closed the kept-alive connection while it was idle
-                conn = await self._connect()
-                return await self._send(conn, request)
+            trace = SimpleNamespace(reused=False)
+            try:
+                return await self._exchange(session, url, payload, trace, self._timeout)
+            except aiohttp.ClientConnectionError as exc:
+                # not ClientConnectorError (connecting failed) nor a timeout (the time is
+                # up); a body cut short is a ClientPayloadError
+                if not trace.reused or isinstance(exc, aiohttp.ClientConnectorError | TimeoutError):
+                    raise
+            # The server had closed the kept-alive connection while it was idle: once
+            # more on a fresh one, in what is left of the attempt.
+            left = self.timeout - (loop.time() - started)
+            if left <= 0:
+                raise TimeoutError from None
+            fresh = aiohttp.ClientTimeout(total=left)
+            return await self._exchange(session, url, payload, SimpleNamespace(), fresh)
         except (ModelError, _Retry):
             raise  # answered (ModelAuthError is a PermissionError, an OSError)
-        except TimeoutError:
+        except TimeoutError:  # aiohttp's ServerTimeoutError is one too
             raise _Retry(
                 ModelTimeout(
                     f"the upstream model did not answer within {self.timeout:g} s "
                     "(the [model] timeout)"
                 )
             ) from None
-        except (OSError, asyncio.IncompleteReadError):
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError):
+            # refused or reset, closed before the answer, or closed in the middle of its
+            # body (ClientPayloadError: "Response payload is not completed")
             raise _Retry(
                 ModelUnreachable(
                     "the upstream model cannot be reached (connection refused, reset or "
                     "closed); check [model] base_url and that the server is running"
                 )
             ) from None
+        except (aiohttp.ClientError, HttpProcessingError):
+            # aiohttp's parser refused the answer: ClientResponseError from the C parser,
+            # HttpProcessingError straight from the pure-Python one (AIOHTTP_NO_EXTENSIONS)
+            raise ModelBadResponse("the upstream did not answer in well-formed HTTP/1.x") from None
 
-    def _take_idle(self) -> _Conn | None:
-        while self._idle:
-            conn = self._idle.pop()  # the most recently used: the likeliest alive
-            if conn.usable:
-                return conn
-            conn.close()
-        return None
-
-    async def _connect(self) -> _Conn:
-        reader, writer = await asyncio.open_connection(self.host, self.port, limit=MAX_HEAD)
-        return _Conn(reader, writer)
-
-    async def _send(self, conn: _Conn, request: bytes) -> tuple[int, bytes]:
-        """Write the request, read one response; keep ``conn`` when it can be reused."""
-        keep = False
-        try:
-            conn.writer.write(request)
-            status, headers, keep = await _read_head(conn.reader)
-            raw, framed = await _read_body(conn.reader, headers, status)
-            keep = keep and framed
-            if status >= 400:
-                raise _status_error(status, headers, raw)
-            return status, raw
-        finally:
-            if keep and len(self._idle) < MAX_CONNECTIONS:
-                self._idle.append(conn)
-            else:
-                conn.close()
+    @staticmethod
+    async def _exchange(
+        session: aiohttp.ClientSession,
+        url: str,
+        payload: bytes,
+        trace: SimpleNamespace,
+        timeout: aiohttp.ClientTimeout,
+    ) -> bytes:
+        """One request and its answer's body; HTTP errors raised as dpllm's."""
+        async with session.post(
+            url, data=payload, allow_redirects=False, timeout=timeout, trace_request_ctx=trace
+        ) as response:
+            raw = await _read_body(response)
+            if response.status >= 400:
+                raise _status_error(response.status, response.headers, raw)
+            return raw
 
 
-# -- HTTP/1.1 framing ------------------------------------------------------------------
-
-
-async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bool]:
-    """Status, lower-cased headers, and whether the connection may be reused."""
-    while True:
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-        except asyncio.LimitOverrunError:
-            raise ModelBadResponse("the upstream's response headers are too large") from None
-        lines = head.decode("latin-1").split("\r\n")
-        version, _, rest = lines[0].partition(" ")
-        code = rest[:3]
-        if not (version.startswith("HTTP/1.") and code.isdigit()):
-            raise ModelBadResponse("the upstream did not answer in HTTP/1.x")
-        status = int(code)
-        if 100 <= status < 200:
-            continue  # an interim response (100 Continue …): the real one follows
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            if line:
-                name, _, value = line.partition(":")
-                name = name.strip().lower()
-                value = value.strip()
-                headers[name] = f"{headers[name]}, {value}" if name in headers else value
-        connection = headers.get("connection", "").lower()
-        keep = version == "HTTP/1.1" and "close" not in connection
-        return status, headers, keep
-
-
-async def _read_body(
-    reader: asyncio.StreamReader, headers: Mapping[str, str], status: int
-) -> tuple[bytes, bool]:
-    """The body, and whether its end was framed (else the connection ended it)."""
-    if status in (204, 304):
-        return b"", True
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        return await _read_chunked(reader), True
-    length = headers.get("content-length")
+async def _read_body(response: aiohttp.ClientResponse) -> bytes:
+    length = response.content_length
+    if length is not None and length > MAX_BODY:
+        raise ModelBadResponse(f"the upstream's answer is larger than {MAX_BODY} bytes")
     if length is not None:
-        if not length.isdigit():
-            raise ModelBadResponse("the upstream sent a malformed Content-Length")
-        n = int(length)
-        if n > MAX_BODY:
-            raise ModelBadResponse(f"the upstream's answer is larger than {MAX_BODY} bytes")
-        return await reader.readexactly(n), True
-    parts: list[bytes] = []  # HTTP/1.0 style: the body ends with the connection
+        return await response.read()  # aiohttp reads exactly Content-Length bytes
+    parts: list[bytes] = []  # chunked, or ended by the connection: counted as it comes
     total = 0
-    while chunk := await reader.read(65536):
+    async for chunk in response.content.iter_any():
         total += len(chunk)
         if total > MAX_BODY:
             raise ModelBadResponse(f"the upstream's answer is larger than {MAX_BODY} bytes")
         parts.append(chunk)
-    return b"".join(parts), False
-
-
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-    parts: list[bytes] = []
-    total = 0
-    while True:
-        try:
-            line = await reader.readuntil(b"\r\n")
-            size = int(line.split(b";", 1)[0].strip(), 16)
-        except (asyncio.LimitOverrunError, ValueError):
-            raise ModelBadResponse("the upstream sent a malformed chunked body") from None
-        if size == 0:
-            while (await reader.readuntil(b"\r\n")) != b"\r\n":
-                pass  # trailers
-            return b"".join(parts)
-        total += size
-        if total > MAX_BODY:
-            raise ModelBadResponse(f"the upstream's answer is larger than {MAX_BODY} bytes")
-        chunk = await reader.readexactly(size + 2)
-        parts.append(chunk[:-2])
-
-
-def _nothing_answered(exc: BaseException) -> bool:
-    """Whether a failure on a reused connection happened before any byte of an answer."""
-    if isinstance(exc, asyncio.IncompleteReadError):
-        return not exc.partial
-    return isinstance(exc, ConnectionResetError | BrokenPipeError)
+    return b"".join(parts)
 
 
 # -- answers -------------------------------------------------------------------------------
 
 
-def _decode(status: int, raw: bytes) -> dict[str, Any]:
+def _decode(raw: bytes) -> dict[str, Any]:
     try:
         decoded = json.loads(raw)
     except ValueError:

@@ -1,10 +1,12 @@
-"""The lean upstream client against real loopback servers: answers, reuse, retries, errors."""
+"""The lean upstream client (aiohttp) against real loopback servers: answers, reuse,
+retries, errors."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -56,6 +58,8 @@ def test_posts_json_and_reads_the_answer(fake: FakeOpenAIServer) -> None:
     assert request.path == "/v1/chat/completions" and request.body == BODY
     assert request.headers["authorization"] == "Bearer upstream-secret"
     assert request.headers["content-type"] == "application/json"
+    assert request.headers["accept-encoding"] == "identity"
+    assert request.headers["user-agent"] == "dpllm"  # not aiohttp's
 
 
 def test_upstream_down_is_unreachable() -> None:
@@ -197,7 +201,7 @@ def _json_response(payload: Any, *, chunked: bool = False, extra: str = "") -> b
     )
 
 
-async def _read_request(reader: asyncio.StreamReader) -> dict[str, Any]:
+async def _read_request(reader: asyncio.StreamReader) -> tuple[bytes, dict[str, Any]]:
     head = await reader.readuntil(b"\r\n\r\n")
     length = next(
         int(line.split(b":")[1])
@@ -205,7 +209,7 @@ async def _read_request(reader: asyncio.StreamReader) -> dict[str, Any]:
         if line.lower().startswith(b"content-length:")
     )
     decoded: dict[str, Any] = json.loads(await reader.readexactly(length))
-    return decoded
+    return head, decoded
 
 
 class Scripted:
@@ -216,12 +220,14 @@ class Scripted:
         self.handler = handler
         self.connections = 0
         self.requests = 0
+        self.heads: list[bytes] = []
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         try:
             while True:
-                await _read_request(reader)
+                head, _ = await _read_request(reader)
+                self.heads.append(head.lower())
                 n = self.requests
                 self.requests += 1
                 if not await self.handler(n, writer):
@@ -300,13 +306,122 @@ def test_stale_kept_alive_connection_is_replaced() -> None:
     assert scripted.connections == 2
 
 
-def test_connection_dropped_mid_answer_is_unreachable() -> None:
+def test_stale_connection_answering_an_error_is_not_retried() -> None:
+    """Only a connection closed unanswered is retried at once, not an answer (401 …)."""
+
     async def handler(n: int, writer: asyncio.StreamWriter) -> bool:
-        writer.write(_json_response({"n": n, "pad": "x" * 100})[:-20])
+        if n == 0:
+            writer.write(_json_response({"n": n}))
+        else:
+            body = b'{"error": {"type": "invalid_api_key"}}'
+            writer.write(
+                b"HTTP/1.1 401 Unauthorized\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
+        return True
+
+    answers, scripted = run_scripted(handler, 2, max_retries=0)
+    assert answers[0] == {"n": 0}
+    assert isinstance(answers[1], ModelAuthError) and answers[1].status == 401
+    assert scripted.requests == 2
+
+
+def test_fresh_connection_closed_unanswered_is_not_retried_at_once() -> None:
+    """A new connection that the server closes unanswered is a retryable failure
+    (counted in max_retries), not a stale kept-alive one."""
+
+    async def handler(n: int, writer: asyncio.StreamWriter) -> bool:
+        return False
+
+    answers, scripted = run_scripted(handler, 1, max_retries=0)
+    assert isinstance(answers[0], ModelUnreachable)
+    assert scripted.requests == 1
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["length", "chunked"])
+def test_connection_dropped_mid_answer_is_unreachable(chunked: bool) -> None:
+    async def handler(n: int, writer: asyncio.StreamWriter) -> bool:
+        writer.write(_json_response({"n": n, "pad": "x" * 100}, chunked=chunked)[:-20])
         return False
 
     answers, _ = run_scripted(handler, 1)
     assert isinstance(answers[0], ModelUnreachable)
+
+
+def test_slow_body_times_out() -> None:
+    """The timeout covers the whole answer, not only its head."""
+
+    async def handler(n: int, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{")
+        await writer.drain()
+        await asyncio.sleep(2)
+        return False
+
+    started = time.monotonic()
+    answers, _ = run_scripted(handler, 1, timeout=0.3)
+    assert isinstance(answers[0], ModelTimeout)
+    assert time.monotonic() - started < 1.5
+
+
+def test_malformed_chunk_after_the_head_fails_closed() -> None:
+    """A chunk size that is not hex, after the head and a good chunk: nothing is passed on.
+
+    aiohttp's C parser (3.14) stops parsing but does not end the body's read, so the
+    attempt ends at the timeout (ModelTimeout); its pure-Python parser raises at once
+    (ModelBadResponse). Either way the caller gets an error within the timeout."""
+
+    async def handler(n: int, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n")
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(b"zz\r\n{}\r\n0\r\n\r\n")
+        return False
+
+    started = time.monotonic()
+    answers, _ = run_scripted(handler, 1, timeout=0.5)
+    assert isinstance(answers[0], ModelBadResponse | ModelTimeout)
+    assert time.monotonic() - started < 2.0
+
+
+@pytest.mark.parametrize("framing", ["length", "chunked", "close"])
+def test_answer_over_max_body_is_refused(monkeypatch: pytest.MonkeyPatch, framing: str) -> None:
+    from dpllm.server import upstream as module
+
+    monkeypatch.setattr(module, "MAX_BODY", 100)
+    body = json.dumps({"pad": "x" * 150}).encode()
+
+    async def handler(n: int, writer: asyncio.StreamWriter) -> bool:
+        if framing == "length":
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        elif framing == "chunked":
+            writer.write(_json_response({"pad": "x" * 150}, chunked=True))
+        else:
+            writer.write(b"HTTP/1.0 200 OK\r\n\r\n" + body)
+        return False
+
+    answers, _ = run_scripted(handler, 1)
+    assert isinstance(answers[0], ModelBadResponse)
+    assert "larger than 100 bytes" in str(answers[0])
+
+
+def test_redirect_is_not_followed() -> None:
+    async def handler(n: int, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 307 Temporary Redirect\r\nLocation: /elsewhere\r\n")
+        writer.write(b"Content-Length: 0\r\n\r\n")
+        return True
+
+    answers, scripted = run_scripted(handler, 1)
+    assert isinstance(answers[0], ModelBadResponse)  # an empty answer: not JSON
+    assert scripted.requests == 1
+
+
+def test_cookies_are_not_kept() -> None:
+    async def handler(n: int, writer: asyncio.StreamWriter) -> bool:
+        writer.write(_json_response({"n": n}, extra="Set-Cookie: sid=abc; Path=/\r\n"))
+        return True
+
+    answers, scripted = run_scripted(handler, 2)
+    assert answers == [{"n": 0}, {"n": 1}]
+    assert all(b"cookie" not in head for head in scripted.heads)
 
 
 @pytest.mark.parametrize(
@@ -369,3 +484,7 @@ def test_rejects_https_and_bad_parameters() -> None:
         UpstreamClient("http://127.0.0.1/v1", api_key="k", timeout=1, max_retries=-1)
     with pytest.raises(ValueError):
         UpstreamClient("http://127.0.0.1/v1", api_key="k\r\nX-Evil: 1", timeout=1, max_retries=0)
+    with pytest.raises(ValueError):
+        UpstreamClient(
+            "http://127.0.0.1/v1", api_key="k", timeout=1, max_retries=0, user_agent="a\nX-Evil: 1"
+        )
