@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import random
-from pathlib import Path
 
 import phonenumbers
 import pytest
@@ -12,8 +10,8 @@ from phonenumbers import PhoneNumberFormat, PhoneNumberType
 from presidio_analyzer.predefined_recognizers import PhoneRecognizer
 
 from dpllm.redact.phone import FastPhoneRecognizer, NumberShape, min_number_digits
+from tests.redact.conftest import corpus_texts, same_spans_as_stock
 
-CORPUS = Path(__file__).parents[1] / "data" / "redact_corpus.jsonl"
 REGIONS = ("CN", "US", "GB")
 FORMATS = (PhoneNumberFormat.E164, PhoneNumberFormat.INTERNATIONAL, PhoneNumberFormat.NATIONAL)
 
@@ -28,10 +26,6 @@ def _examples() -> list[str]:
             if number is not None:
                 out.extend(phonenumbers.format_number(number, fmt) for fmt in FORMATS)
     return out
-
-
-def _spans(recognizer: PhoneRecognizer, text: str) -> list[tuple[int, int, float]]:
-    return sorted((r.start, r.end, r.score) for r in recognizer.analyze(text, ["PHONE_NUMBER"]))
 
 
 @pytest.mark.parametrize(
@@ -120,10 +114,5 @@ def test_matches_equal_stock_presidio() -> None:
     fast = FastPhoneRecognizer(supported_regions=REGIONS)
     rng = random.Random(20261123)
     texts = [_phone_like(rng) for _ in range(3000)]
-    texts += [json.loads(line)["text"] for line in CORPUS.read_text(encoding="utf-8").splitlines()]
-    found = 0
-    for text in texts:
-        expected = _spans(stock, text)
-        assert _spans(fast, text) == expected, text
-        found += len(expected)
+    found = same_spans_as_stock(stock, fast, "PHONE_NUMBER", [*texts, *corpus_texts()])
     assert found > 300  # the table exercises real matches, not only rejections

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import random
-from pathlib import Path
 
 from presidio_analyzer.predefined_recognizers import UrlRecognizer
 
 from dpllm.redact.url import FastUrlRecognizer, anchored
-
-CORPUS = Path(__file__).parents[1] / "data" / "redact_corpus.jsonl"
-
-
-def _spans(recognizer: UrlRecognizer, text: str) -> list[tuple[int, int, float]]:
-    return sorted((r.start, r.end, r.score) for r in recognizer.analyze(text, ["URL"]))
+from tests.redact.conftest import corpus_texts, same_spans_as_stock
 
 
 def _url_like(rng: random.Random) -> str:
@@ -65,10 +58,5 @@ def test_matches_equal_stock_presidio() -> None:
     stock, fast = UrlRecognizer(), FastUrlRecognizer()
     rng = random.Random(20261129)
     texts = [_url_like(rng) for _ in range(3_000)]
-    texts += [json.loads(line)["text"] for line in CORPUS.read_text(encoding="utf-8").splitlines()]
-    found = 0
-    for text in texts:
-        expected = _spans(stock, text)
-        assert _spans(fast, text) == expected, text
-        found += len(expected)
+    found = same_spans_as_stock(stock, fast, "URL", [*texts, *corpus_texts()])
     assert found > 500
