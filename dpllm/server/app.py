@@ -15,6 +15,7 @@ OpenAPI docs (``/docs``, ``/openapi.json``). The local-DP report endpoint
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,7 @@ from fastapi import APIRouter, Depends, FastAPI
 from fastapi.responses import JSONResponse
 
 from dpllm.config import Settings
-from dpllm.errors import DPLLMError
+from dpllm.errors import ConfigError, DPLLMError
 from dpllm.release import Cost
 from dpllm.server.auth import ApiKeyMiddleware
 from dpllm.server.errors import install_error_handlers
@@ -141,13 +142,16 @@ def _upstream(
     if m.base_url and lean_eligible(m.base_url, environ):
         from dpllm import __version__
 
-        lean = UpstreamClient(
-            m.base_url,
-            api_key=m.api_key or "unused",
-            timeout=m.timeout,
-            max_retries=m.max_retries,
-            user_agent=f"dpllm/{__version__}",
-        )
+        try:
+            lean = UpstreamClient(
+                m.base_url,
+                api_key=m.api_key or "unused",
+                timeout=m.timeout,
+                max_retries=m.max_retries,
+                user_agent=f"dpllm/{__version__}",
+            )
+        except ValueError as exc:  # never echoes the key
+            raise ConfigError(str(exc), field="model") from None
     return wrapped, raw, lean
 
 
@@ -171,7 +175,8 @@ def create_app(
         environ: the process environment (``dpllm serve`` passes ``os.environ``):
             its proxy variables decide, as they do for the SDK's client, whether
             non-streaming chat may use the lean upstream client
-            (:func:`dpllm.server.upstream.lean_eligible`). ``None``: no proxy.
+            (:func:`dpllm.server.upstream.lean_eligible`). ``None``: this process's
+            ``os.environ``, which the SDK's client reads too, so both paths agree.
 
     Returns:
         The FastAPI app (serve it with uvicorn).
@@ -179,7 +184,7 @@ def create_app(
     from dpllm import __version__
     from dpllm.server import routes_chat, routes_stats
 
-    wrapped, raw, lean = _upstream(settings, redactor, environ)
+    wrapped, raw, lean = _upstream(settings, redactor, os.environ if environ is None else environ)
     state = ServerState(
         settings,
         upstream=wrapped,

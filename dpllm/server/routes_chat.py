@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -91,6 +92,13 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
 def _invalid(loc: tuple[str | int, ...], msg: str) -> RequestValidationError:
     return RequestValidationError([{"loc": ("body", *loc), "msg": msg, "type": "value_error"}])
 
@@ -109,7 +117,7 @@ def parse_chat_request(raw: bytes) -> dict[str, Any]:
         RequestValidationError: not a chat-completions request (→ 400).
     """
     try:
-        body = json.loads(raw, parse_constant=_no_constant)
+        body = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
     except (ValueError, RecursionError):
         raise _invalid((), "not a JSON document (NaN and infinities are not JSON)") from None
     if not isinstance(body, dict):

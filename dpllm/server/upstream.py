@@ -20,13 +20,16 @@ Behaviour matches the SDK's client where it matters to callers:
   timeout, or HTTP 408, 409, 429 and 5xx (``x-should-retry`` overrides), waiting
   ``Retry-After`` (≤ 60 s) or an exponential backoff (0.5 s doubling, ≤ 8 s,
   with jitter); a kept-alive connection that the server closed before answering
-  (it closed it while idle, as our request went out) is retried at once on a
-  fresh one, within the same attempt (aiohttp does this for idempotent methods
-  only, not for POST);
+  (most likely while idle, as our request went out — but it may have read it) is
+  retried at once, without the backoff, as one of the ``max_retries``: a prompt
+  goes out at most ``max_retries + 1`` times, as with the SDK. Idle connections
+  are kept :data:`KEEPALIVE_SECONDS`, under common servers' idle timeout;
 * **timeout**: ``timeout`` seconds per attempt, from waiting for one of the
   :data:`MAX_CONNECTIONS` connections to the end of the answer's body;
-* **redirects** are not followed, cookies not kept, compressed answers not
-  decoded (``Accept-Encoding: identity`` is asked for);
+* **redirects** are not followed (unlike the SDK's client: a prompt is not
+  re-sent to another address; a 3xx is :class:`ModelBadResponse` asking for the
+  final ``base_url``), cookies not kept, compressed answers not decoded
+  (``Accept-Encoding: identity`` is asked for);
 * **errors**, as dpllm's own (:func:`dpllm.server.errors.status_and_body` turns
   them into OpenAI-shaped answers):
 
@@ -37,12 +40,13 @@ Behaviour matches the SDK's client where it matters to callers:
   no answer within ``timeout``                       :class:`ModelTimeout`      504
   HTTP 401, 403                                      :class:`ModelAuthError`    502
   HTTP 429 (after the retries)                       :class:`ModelRateLimited`  502
-  other HTTP ≥ 400                                   :class:`ModelBadResponse`  502
+  other HTTP ≥ 400, or a redirect (3xx)              :class:`ModelBadResponse`  502
   malformed HTTP, not a JSON object, > 64 MiB        :class:`ModelBadResponse`  502
   =================================================  =========================  ======
 
   Status errors carry the upstream's status (``exc.status``) and its error
-  ``type``, never its error message (which may quote the prompt). aiohttp's
+  ``type`` when that is an identifier, never its error message (which may quote
+  the prompt). aiohttp's
   exceptions never leave this module. "Malformed HTTP" is what aiohttp's parser
   refuses, e.g. a header line over 8,190 bytes. One exception: a chunked body
   whose framing breaks after its first bytes arrived is not reported by
@@ -57,6 +61,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 import urllib.parse
 from collections.abc import Mapping
 from types import SimpleNamespace
@@ -79,10 +84,15 @@ __all__ = ["MAX_BODY", "MAX_CONNECTIONS", "UpstreamClient", "lean_eligible"]
 MAX_BODY = 64 * 1024 * 1024
 """The largest upstream answer read (bytes); a larger one is refused."""
 
-MAX_CONNECTIONS = 100
-"""Connections open to the upstream at most (as the SDK's default pool)."""
+MAX_CONNECTIONS = 1000
+"""Connections open to the upstream at most (the SDK's default pool: ``max_connections``)."""
+
+KEEPALIVE_SECONDS = 4.0
+"""How long an idle connection is kept: under the 5 s idle timeout of uvicorn-based model
+servers (vLLM …), so that a connection the server is about to close is rarely reused."""
 
 _RETRY_STATUSES = frozenset({408, 409, 429})
+_ERROR_TYPE = re.compile(r"[A-Za-z0-9_.-]{1,40}")
 _MAX_RETRY_AFTER = 60.0
 
 
@@ -99,22 +109,38 @@ def lean_eligible(base_url: str, environ: Mapping[str, str] | None) -> bool:
     env = {k.lower(): v for k, v in (environ or {}).items()}
     if not (env.get("http_proxy") or env.get("all_proxy")):
         return True
-    return _bypassed(parts.hostname, env.get("no_proxy", ""))
+    return _bypassed(parts.hostname, parts.port or 80, env.get("no_proxy", ""))
 
 
-def _bypassed(host: str, no_proxy: str) -> bool:
-    """Whether ``NO_PROXY`` (comma-separated hosts and domains, or ``*``) names ``host``."""
+def _bypassed(host: str, port: int, no_proxy: str) -> bool:
+    """Whether ``NO_PROXY`` names ``host:port``, by httpx's rules (the SDK's client).
+
+    ``*`` is every host; ``example.com`` is that host and its subdomains;
+    ``.example.com`` and ``*.example.com`` only its subdomains; an entry with a
+    port (``localhost:9000``, ``[::1]:8000``) only that port.
+    """
     host = host.lower()
     for entry in no_proxy.lower().split(","):
         entry = entry.strip()
         if entry == "*":
             return True
-        if entry.startswith("["):  # [::1]:8000
-            entry = entry[1 : entry.find("]")]
+        want_port = None
+        if entry.startswith("["):  # [::1] or [::1]:8000
+            name, _, rest = entry[1:].partition("]")
+            if rest.startswith(":") and rest[1:].isdigit():
+                want_port = int(rest[1:])
+            entry = name
         elif entry.count(":") == 1:  # host:port
-            entry = entry.partition(":")[0]
-        entry = entry.lstrip("*.")  # *.example.com, .example.com
-        if entry and (host == entry or host.endswith("." + entry)):
+            entry, _, port_text = entry.partition(":")
+            if not port_text.isdigit():
+                continue
+            want_port = int(port_text)
+        if want_port is not None and want_port != port:
+            continue
+        if entry.startswith(("*.", ".")):
+            if host.endswith("." + entry.lstrip("*.")):
+                return True
+        elif entry and (host == entry or host.endswith("." + entry)):
             return True
     return False
 
@@ -202,23 +228,32 @@ class UpstreamClient:
             asyncio.run_coroutine_threadsafe(session.close(), loop)
 
     async def _session_here(self) -> aiohttp.ClientSession:
-        """This event loop's session; the one of an earlier loop is closed first."""
+        """This event loop's session; the one of an earlier loop is then closed."""
         loop = asyncio.get_running_loop()
         session = self._session
         if session is not None and self._loop is loop and not session.closed:
             return session
-        await self.aclose()
+        old, old_loop = session, self._loop
         tracing = aiohttp.TraceConfig()
         tracing.on_connection_reuseconn.append(_on_reuse)
         session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=MAX_CONNECTIONS),
+            connector=aiohttp.TCPConnector(
+                limit=MAX_CONNECTIONS, keepalive_timeout=KEEPALIVE_SECONDS
+            ),
             timeout=self._timeout,
             headers=self._headers,
             cookie_jar=aiohttp.DummyCookieJar(),  # the upstream's cookies are not kept
             auto_decompress=False,  # Accept-Encoding: identity; no decompression bombs
             trace_configs=[tracing],
         )
+        # Installed before anything is awaited, so that concurrent first calls on this
+        # loop share it; then the earlier loop's session is closed.
         self._session, self._loop = session, loop
+        if old is not None and not old.closed and old_loop is not None:
+            if old_loop.is_closed():
+                await old.close()  # a closed loop's connections: aiohttp lets them go
+            elif old_loop.is_running():  # another thread's
+                asyncio.run_coroutine_threadsafe(old.close(), old_loop)
         return session
 
     async def post_json(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -244,8 +279,6 @@ class UpstreamClient:
     # -- one attempt ---------------------------------------------------------------
     async def _attempt(self, url: str, payload: bytes) -> bytes:
         session = await self._session_here()
-        loop = asyncio.get_running_loop()
-        started = loop.time()
         try:
             trace = SimpleNamespace(reused=False)
             try:
@@ -255,13 +288,17 @@ class UpstreamClient:
                 # up); a body cut short is a ClientPayloadError
                 if not trace.reused or isinstance(exc, aiohttp.ClientConnectorError | TimeoutError):
                     raise
-            # The server had closed the kept-alive connection while it was idle: once
-            # more on a fresh one, in what is left of the attempt.
-            left = self.timeout - (loop.time() - started)
-            if left <= 0:
-                raise TimeoutError from None
-            fresh = aiohttp.ClientTimeout(total=left)
-            return await self._exchange(session, url, payload, SimpleNamespace(), fresh)
+            # A kept-alive connection closed with nothing answered: most likely the server
+            # closed it while idle, but it may have read the request first, so this is a
+            # retry like any other (counted against max_retries, as the SDK counts it),
+            # only without the backoff.
+            raise _Retry(
+                ModelUnreachable(
+                    "the upstream model closed a kept-alive connection without answering; "
+                    "check that the server is running"
+                ),
+                delay=0.0,
+            )
         except (ModelError, _Retry):
             raise  # answered (ModelAuthError is a PermissionError, an OSError)
         except TimeoutError:  # aiohttp's ServerTimeoutError is one too
@@ -300,6 +337,13 @@ class UpstreamClient:
             raw = await _read_body(response)
             if response.status >= 400:
                 raise _status_error(response.status, response.headers, raw)
+            if 300 <= response.status < 400:
+                raise ModelBadResponse(
+                    f"the upstream answered a redirect (HTTP {response.status}); dpllm does not "
+                    "re-send prompts to another address: set [model] base_url to the address "
+                    "in its Location header",
+                    status=response.status,
+                )
             return raw
 
 
@@ -357,7 +401,8 @@ def _error_type(raw: bytes) -> str:
         return ""
     inner = body.get("error", body) if isinstance(body, dict) else None
     kind = inner.get("type") if isinstance(inner, dict) else None
-    return f" ({kind})" if isinstance(kind, str) and kind.isprintable() and len(kind) < 64 else ""
+    # Only an identifier: the type is the model server's text, which no guard reads.
+    return f" ({kind})" if isinstance(kind, str) and _ERROR_TYPE.fullmatch(kind) else ""
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:

@@ -269,6 +269,7 @@ def test_proxied_upstream_keeps_the_sdk_client(tmp_path: Path, redactor: Redacto
         b'{"messages": [{"role": "user", "content": "hi"}], "dpllm": [1]}',
         b'{"messages": [{"role": "user", "content": "hi"}], "dpllm": null}',
         b"[" * 100_000,
+        b'{"messages": [{"role": "user", "content": "hi"}], "temperature": 1e400}',
     ],
 )
 def test_malformed_request_is_400(proxy: Proxy, raw: bytes) -> None:
@@ -295,3 +296,37 @@ def test_request_schema_is_documented(proxy: Proxy) -> None:
     assert schema["required"] == ["messages"] and schema["properties"]["messages"]["minItems"] == 1
     assert schema["properties"]["messages"]["items"]["properties"]["role"]["maxLength"] == 64
     assert op["security"] == [{"HTTPBearer": []}]
+
+
+def test_without_environ_the_process_environment_decides(
+    tmp_path: Path, redactor: Redactor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """create_app(environ=None) reads os.environ, as the SDK's client does: an HTTP_PROXY
+    there keeps non-streaming chat on the SDK's client too."""
+    from dpllm.server import create_app
+
+    settings = make_settings(tmp_path, "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    assert create_app(settings, redactor=redactor).state.dpllm.lean_upstream is None
+    monkeypatch.delenv("HTTP_PROXY")
+    monkeypatch.delenv("http_proxy", raising=False)
+    monkeypatch.delenv("ALL_PROXY", raising=False)
+    monkeypatch.delenv("all_proxy", raising=False)
+    assert create_app(settings, redactor=redactor).state.dpllm.lean_upstream is not None
+
+
+def test_a_line_break_in_the_upstream_key_is_a_config_error(
+    tmp_path: Path, redactor: Redactor
+) -> None:
+    from dataclasses import replace
+
+    from dpllm.errors import ConfigError
+    from dpllm.server import create_app
+
+    settings = make_settings(tmp_path, "http://127.0.0.1:9/v1")
+    settings = replace(settings, model=replace(settings.model, api_key="sk-1\r\nX-Evil: 1"))
+    with pytest.raises(ConfigError) as info:
+        create_app(settings, redactor=redactor, environ={})
+    assert "sk-1" not in str(info.value)

@@ -293,7 +293,8 @@ def test_connection_close_is_honoured() -> None:
 
 
 def test_stale_kept_alive_connection_is_replaced() -> None:
-    """The server drops an idle connection as the next request arrives: retried at once."""
+    """The server drops a kept-alive connection as the next request arrives: retried at
+    once (no backoff) on a fresh connection, as one of the max_retries."""
 
     async def handler(n: int, writer: asyncio.StreamWriter) -> bool:
         if n == 1:
@@ -301,9 +302,25 @@ def test_stale_kept_alive_connection_is_replaced() -> None:
         writer.write(_json_response({"n": n}))
         return True
 
-    answers, scripted = run_scripted(handler, 2, max_retries=0)
+    answers, scripted = run_scripted(handler, 2, max_retries=1)
     assert answers == [{"n": 0}, {"n": 2}]
     assert scripted.connections == 2
+
+
+def test_a_post_is_never_sent_more_than_max_retries_plus_one_times() -> None:
+    """The server may have read the request before closing the connection: with
+    max_retries=0 the prompt goes out once, whatever the connection was."""
+
+    async def handler(n: int, writer: asyncio.StreamWriter) -> bool:
+        if n == 1:
+            return False  # read the request, then close without answering
+        writer.write(_json_response({"n": n}))
+        return True
+
+    answers, scripted = run_scripted(handler, 2, max_retries=0)
+    assert answers[0] == {"n": 0}
+    assert isinstance(answers[1], ModelUnreachable)
+    assert scripted.requests == 2  # one each: the second was not re-sent
 
 
 def test_stale_connection_answering_an_error_is_not_retried() -> None:
@@ -410,8 +427,24 @@ def test_redirect_is_not_followed() -> None:
         return True
 
     answers, scripted = run_scripted(handler, 1)
-    assert isinstance(answers[0], ModelBadResponse)  # an empty answer: not JSON
+    assert isinstance(answers[0], ModelBadResponse) and answers[0].status == 307
+    assert "base_url" in str(answers[0]) and "/elsewhere" not in str(answers[0])
     assert scripted.requests == 1
+
+
+def test_the_upstream_error_type_is_reported_only_when_it_is_an_identifier() -> None:
+    async def handler(n: int, writer: asyncio.StreamWriter) -> bool:
+        kind = "invalid_request_error" if n == 0 else "prompt was: Emily Clark 13987654321"
+        body = json.dumps({"error": {"type": kind, "message": "secret prompt"}}).encode()
+        writer.write(
+            b"HTTP/1.1 400 Bad Request\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        return True
+
+    answers, _ = run_scripted(handler, 2, max_retries=0)
+    assert "(invalid_request_error)" in str(answers[0])
+    assert "Emily" not in str(answers[1]) and "1398765" not in str(answers[1])
+    assert all("secret prompt" not in str(a) for a in answers)
 
 
 def test_cookies_are_not_kept() -> None:
@@ -469,6 +502,13 @@ def test_interim_response_is_skipped_and_close_delimited_body_read() -> None:
         ("http://othermodel.lan/v1", {"HTTP_PROXY": "p", "NO_PROXY": "model.lan"}, False),
         ("http://[::1]:8000/v1", {"HTTP_PROXY": "p", "NO_PROXY": "[::1]:8000"}, True),
         ("http://model.lan/v1", {"HTTPS_PROXY": "http://proxy:3128"}, True),
+        # httpx's rules: a leading dot is subdomains only; a port must match
+        ("http://model.lan/v1", {"HTTP_PROXY": "p", "NO_PROXY": ".model.lan"}, False),
+        ("http://model.lan/v1", {"HTTP_PROXY": "p", "NO_PROXY": "*.model.lan"}, False),
+        ("http://a.model.lan/v1", {"HTTP_PROXY": "p", "NO_PROXY": "model.lan"}, True),
+        ("http://localhost:8000/v1", {"HTTP_PROXY": "p", "NO_PROXY": "localhost:9000"}, False),
+        ("http://localhost/v1", {"HTTP_PROXY": "p", "NO_PROXY": "localhost:80"}, True),
+        ("http://[::1]:8000/v1", {"HTTP_PROXY": "p", "NO_PROXY": "[::1]:9000"}, False),
     ],
 )
 def test_lean_eligible(url: str, environ: dict[str, str] | None, expected: bool) -> None:
