@@ -22,6 +22,7 @@ against ``nlp(doc).ents`` on the shipped corpus.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy
@@ -85,11 +86,15 @@ class GreedyNer:
         }
         self._unseen = sorted(int(c) for c in model.attrs.get("unseen_classes", ()))
 
-    def __call__(self, doc: Any) -> list[tuple[str, int, int]]:
+    def __call__(
+        self, doc: Any, blocked: Sequence[bool] | None = None
+    ) -> list[tuple[str, int, int]]:
         """Entities of ``doc`` as ``(label, start_token, end_token)``, in order.
 
         Args:
             doc: A spaCy ``Doc`` without preset entities (e.g. from ``nlp.make_doc``).
+            blocked: Per token, whether it may not be part of an entity (``None``: none is),
+                as spaCy's NER on a doc with those tokens set "blocked" (``Doc.set_ents``).
 
         Returns:
             The spans ``ner(doc).ents`` would hold.
@@ -97,6 +102,8 @@ class GreedyNer:
         n = len(doc)
         if n == 0:
             return []
+        if blocked is not None and len(blocked) != n:
+            raise RedactionError("blocked needs one flag per token")
         from spacy.attrs import IS_SPACE, SENT_START
 
         tokvecs = self._tok2vec.predict([doc])
@@ -105,9 +112,11 @@ class GreedyNer:
         bias = self._lower.get_param("b")
         flags = doc.to_array([IS_SPACE, SENT_START])
         plain = flags[:, 0] == 0
-        # B and I need a following token that does not start a sentence.
+        # B and I need a following token that does not start a sentence
         can_open = numpy.zeros(n, dtype=bool)
         can_open[:-1] = flags[1:, 1] != 1
+        if blocked is not None:
+            can_open[:-1] &= ~numpy.asarray(blocked[1:], dtype=bool)  # nor a blocked one
 
         # No open entity: features (token, padding, padding), for all tokens in one go.
         unmaxed = numpy.zeros((n, *bias.shape), dtype="f")
@@ -126,6 +135,9 @@ class GreedyNer:
         label = ""
         while b < n:
             if start < 0:
+                if blocked is not None and blocked[b]:
+                    b += 1  # O: never part of an entity
+                    continue
                 action = int(best[(bool(can_open[b]), bool(plain[b]))][b])
                 kind = kinds[action]
                 if kind == _BEGIN:

@@ -110,6 +110,38 @@ def _is_punct_or_space(word: str) -> bool:
     return all(ch.isspace() or unicodedata.category(ch)[0] in "PS" for ch in word)
 
 
+_NER_SELF_CHECK = (
+    "Yesterday Emily Clark met Professor Wang Wei in Boston to talk about the course. "
+    "Call me tomorrow at 10am, New Nguyen said; Ms. Ruby Walsh and Dr. Isaac Barnes of "
+    "Tsinghua University agreed. On 12 March 2026 about 160 students in London and Paris "
+    "rated it 4.3 stars, and Mary Johnson-Smith wrote to Li Na at 9:30 pm."
+)
+
+
+def _checked_greedy_ner(nlp: Any) -> GreedyNer | None:
+    """:class:`GreedyNer` for ``nlp``'s NER if it decodes exactly as spaCy does, else None.
+
+    The decoder copies spaCy's decoding rules, so it is checked against spaCy on a
+    paragraph at every load: another spaCy, thinc or blis build that decodes differently
+    falls back to spaCy's own NER (slower, never different) with a warning.
+    """
+    try:
+        decoder = GreedyNer(nlp.get_pipe("ner"))
+        doc = nlp.make_doc(_NER_SELF_CHECK)
+        agrees = decoder(doc) == [(e.label_, e.start, e.end) for e in nlp(_NER_SELF_CHECK).ents]
+    except Exception:  # noqa: BLE001 - any failure of the fast path means: use spaCy's
+        agrees = False
+    if agrees:
+        return decoder
+    warnings.warn(
+        "dpllm: GreedyNer does not decode this English NER model exactly as spaCy does; "
+        "using spaCy's own (slower) NER",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    return None
+
+
 class DualNlpEngine(NlpEngine):
     """A Presidio NLP engine for ``en`` (spaCy NER) and ``zh`` (jieba), loaded offline.
 
@@ -151,17 +183,7 @@ class DualNlpEngine(NlpEngine):
         self._nlp = nlp
         self._ner = None
         if nlp.pipe_names == ["ner"]:
-            try:
-                self._ner = GreedyNer(nlp.get_pipe("ner"))
-            except RedactionError:
-                # Another spaCy or model build with a different NER architecture: spaCy's
-                # own decoding gives the entities, only slower.
-                warnings.warn(
-                    "dpllm: the English NER model is not the architecture GreedyNer decodes; "
-                    "using spaCy's own (slower) NER",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
+            self._ner = _checked_greedy_ner(nlp)
         try:
             import jieba
             import jieba.posseg
@@ -312,7 +334,7 @@ class DualNlpEngine(NlpEngine):
         joined_doc.from_array([NORM], norms)
         joined = windows.joined_starts()
         out = []
-        for label, start, end in self._entities(joined_doc):
+        for label, start, end in self._entities(joined_doc, windows.blocked()):
             mapped = windows.to_full(start, end, joined)
             if mapped is None:  # across a separator: not a span of the original text
                 continue
@@ -320,10 +342,17 @@ class DualNlpEngine(NlpEngine):
             out.append((label, starts[first], starts[last] + len(words[last])))
         return out
 
-    def _entities(self, doc: Any) -> list[tuple[str, int, int]]:
-        """NER on a fresh doc as ``(label, start_token, end_token)`` (see :mod:`.greedy_ner`)."""
+    def _entities(self, doc: Any, blocked: list[bool] | None = None) -> list[tuple[str, int, int]]:
+        """NER on a fresh doc as ``(label, start_token, end_token)`` (see :mod:`.greedy_ner`).
+
+        ``blocked``: per token, whether it must stay out of every entity (spaCy's NER
+        respects tokens set "blocked" with ``Doc.set_ents``).
+        """
         if self._ner is not None:
-            return self._ner(doc)
+            return self._ner(doc, blocked)
+        if blocked is not None:
+            spans = [doc[i : i + 1] for i, no in enumerate(blocked) if no]
+            doc.set_ents([], blocked=spans, default="unmodified")
         return [(e.label_, e.start, e.end) for e in self._nlp(doc).ents]
 
     def _process_zh(self, text: str) -> NlpArtifacts:

@@ -230,7 +230,12 @@ class FastPhoneRecognizer(PhoneRecognizer):
         )
         self._leniency = leniency
         self._bounds = {region: min_number_digits(region) for region in self.supported_regions}
-        self._shapes = {region: NumberShape.for_region(region) for region in self.supported_regions}
+        # The shape test rejects what cannot be a *valid* number: sound only at VALID or
+        # stricter (POSSIBLE accepts numbers that are not valid).
+        self._shapes = {
+            region: NumberShape.for_region(region) if leniency >= Leniency.VALID else None
+            for region in self.supported_regions
+        }
 
     def analyze(
         self, text: str, entities: list[str], nlp_artifacts: NlpArtifacts | None = None

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = [
     "ACRONYMS",
@@ -215,6 +215,29 @@ class TokenWindows:
 
     starts: tuple[int, ...]
     ends: tuple[int, ...]
+    opens: tuple[int, ...] = field(default=(), compare=False)
+    """Per window, the full doc's token where its first candidate begins (empty: unknown).
+
+    The tokens before it are context only: NER must not open an entity there, since its
+    decoding state there is not the full text's (see :meth:`blocked`)."""
+
+    def blocked(self) -> list[bool]:
+        """Per token of the joined doc: whether NER must keep it out of every entity.
+
+        The separators, and a window's left context when the window starts inside the
+        text: there the greedy decoder's state depends on text the window cut off, and
+        an entity opened there (``tomorrow at 10am``) could run over the candidate and
+        hide a name. From the first candidate on, every token is embedded as in the full
+        text (the window keeps the model's receptive field), and decoding goes on from a
+        closed state, where a name begins.
+        """
+        out: list[bool] = []
+        for i, (start, end) in enumerate(zip(self.starts, self.ends, strict=True)):
+            if out:
+                out.append(True)  # the separator
+            first = self.opens[i] if self.opens and start > 0 else start
+            out.extend(k < first for k in range(start, end))
+        return out
 
     def joined_starts(self) -> list[int]:
         """Index of each window's first token in the joined doc."""
@@ -255,16 +278,19 @@ def candidate_token_windows(
     """
     starts: list[int] = []
     ends: list[int] = []
+    opens: list[int] = []
     n = len(token_starts)
     for start, end in candidate_words(text):
-        lo = max(0, bisect.bisect_right(token_starts, start) - 1 - context)
+        first = max(0, bisect.bisect_right(token_starts, start) - 1)
+        lo = max(0, first - context)
         hi = min(n, bisect.bisect_left(token_starts, end) + context)
         if ends and lo <= ends[-1]:
             ends[-1] = max(ends[-1], hi)
         else:
             starts.append(lo)
             ends.append(hi)
-    return TokenWindows(starts=tuple(starts), ends=tuple(ends))
+            opens.append(first)
+    return TokenWindows(starts=tuple(starts), ends=tuple(ends), opens=tuple(opens))
 
 
 def ner_windows(text: str, *, context: int = CONTEXT_WORDS) -> list[tuple[int, int]]:

@@ -94,3 +94,59 @@ def test_another_ner_architecture_falls_back_to_spacy(monkeypatch: pytest.Monkey
     assert found and found == [
         (e.label_, e.start_char, e.end_char) for e in slow.process_text(text, "en").entities
     ]
+
+
+LEFT_CONTEXT_TEXTS = [
+    "Call me tomorrow at 10am New Nguyen.",
+    "The course was long and the room was cold. Call me tomorrow at 10am New Nguyen, thanks.",
+    "We met last Friday at 3pm Ella Palmer and on Monday morning Owen Price, both late.",
+]
+
+
+@pytest.mark.parametrize("text", LEFT_CONTEXT_TEXTS)
+def test_a_window_never_lets_its_cut_context_swallow_a_name(text: str) -> None:
+    """A window starting inside the text must not open an entity in its left context
+    (there the decoder's state is not the full text's: "tomorrow at 10am" opened a TIME
+    that ran over "New Nguyen"). The name is found, with GreedyNer and with spaCy's own
+    NER (which sees those tokens preset "outside"), as full NER finds it."""
+    from dpllm.redact import Redactor
+
+    windowed, full = Redactor(), Redactor(ner_prefilter=False)
+    found = 0
+    for name in ("New Nguyen", "Ella Palmer", "Owen Price"):
+        if name in text and name not in full.redact(text, language="en").text:
+            assert name not in windowed.redact(text, language="en").text
+            found += 1
+    assert found  # each text has a name full NER finds
+
+
+def test_spacy_fallback_respects_the_same_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dpllm.redact.nlp as nlp_module
+
+    fast = DualNlpEngine()
+    fast.load()
+
+    def refuse(ner: Any) -> GreedyNer:
+        raise RedactionError("not this architecture")
+
+    monkeypatch.setattr(nlp_module, "GreedyNer", refuse)
+    slow = DualNlpEngine()
+    with pytest.warns(RuntimeWarning):
+        slow.load()
+    text = " ".join(LEFT_CONTEXT_TEXTS) + " " + " ".join(_corpus_texts()[:60])
+    spans = [
+        [(e.label_, e.start_char, e.end_char) for e in engine.process_text(text, "en").entities]
+        for engine in (fast, slow)
+    ]
+    assert spans[0] and spans[0] == spans[1]
+
+
+def test_a_decoder_that_disagrees_with_spacy_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The load-time check: a spaCy/thinc/blis build GreedyNer decodes differently (here,
+    a decoder that finds nothing) falls back to spaCy's own NER."""
+    monkeypatch.setattr(GreedyNer, "__call__", lambda self, doc, blocked=None: [])
+    engine = DualNlpEngine()
+    with pytest.warns(RuntimeWarning, match="spaCy's own"):
+        engine.load()
+    assert engine._ner is None
+    assert engine.process_text("Yesterday Emily Clark met the dean.", "en").entities

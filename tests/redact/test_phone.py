@@ -116,3 +116,11 @@ def test_matches_equal_stock_presidio() -> None:
     texts = [_phone_like(rng) for _ in range(3000)]
     found = same_spans_as_stock(stock, fast, "PHONE_NUMBER", [*texts, *corpus_texts()])
     assert found > 300  # the table exercises real matches, not only rejections
+
+
+def test_possible_leniency_keeps_numbers_that_are_not_valid() -> None:
+    """The shape test is for VALID leniency; at POSSIBLE (0) the fast recognizer still
+    finds what stock finds."""
+    stock = PhoneRecognizer(supported_regions=REGIONS, leniency=0)
+    fast = FastPhoneRecognizer(supported_regions=REGIONS, leniency=0)
+    assert same_spans_as_stock(stock, fast, "PHONE_NUMBER", ["call 555 0123 now"]) == 1
