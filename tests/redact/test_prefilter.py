@@ -182,3 +182,32 @@ def test_filtered_ner_finds_the_same_names_on_the_corpus(engine: DualNlpEngine) 
 )
 def test_filtered_ner_finds_the_same_names_in_prose(engine: DualNlpEngine, text: str) -> None:
     assert _names(engine, text, prefilter=True) == _names(engine, text, prefilter=False)
+
+
+def test_windows_find_every_person_full_ner_finds_in_generated_prose() -> None:
+    """Names after times, titles, dates and week labels, one to four sentences a text: every
+    PERSON span full NER finds is covered by the windowed NER's spans."""
+    import random
+
+    full, windowed = DualNlpEngine(ner_prefilter=False), DualNlpEngine()
+    full.load()
+    windowed.load()
+    rng = random.Random(7)
+    first = ["Emily", "New", "Ella", "Owen", "Mary", "Wang", "Grace", "Will", "Ahmed", "Sofia"]
+    last = ["Clark", "Nguyen", "Palmer", "Price", "Johnson", "Wei", "Hayes", "Garcia", "Smith"]
+    before = ["Call me tomorrow at 10am", "We met last Friday at 3pm", "Thanks to",
+              "In the 2026-W47 session,", "Yesterday at noon", "According to Dr.",
+              "After the exam on 12 March,", "The room was cold and"]  # fmt: skip
+    after = ["was late.", "asked about homework.", "will send the notes.", "in London."]
+    checked = 0
+    for _ in range(120):
+        text = " ".join(
+            f"{rng.choice(before)} {rng.choice(first)} {rng.choice(last)} {rng.choice(after)}"
+            for _ in range(rng.randint(1, 4))
+        )
+        found = [(e.start_char, e.end_char) for e in windowed.process_text(text, "en").entities]
+        for e in full.process_text(text, "en").entities:
+            if e.label_ == "PERSON":
+                checked += 1
+                assert any(s <= e.start_char and e.end_char <= t for s, t in found), text
+    assert checked > 200
