@@ -333,23 +333,38 @@ def _drop_allowed(norm: str, spans: list[Span], allow: Collection[str]) -> list[
 
 
 def _resolve(spans: list[Span]) -> tuple[Span, ...]:
-    """Keep the best of overlapping spans: score, then entity priority, then length."""
+    """Keep the best of overlapping spans: score, then entity priority, then length.
+
+    A span that loses only part of its text to better ones keeps the rest, redacted
+    under its own entity: a partial overlap must not leave the remainder in clear (a
+    LOCATION ``are?xn`` over a URL ``xn--bcher-kva.de`` left ``--bcher-kva.de``).
+    """
     rank = {e: i for i, e in enumerate(ENTITY_PRIORITY)}
     ordered = sorted(
         spans, key=lambda s: (-s.score, rank.get(s.entity, len(rank)), s.start - s.end, s.start)
     )
-    # Chosen spans never overlap, so sorted by start they are sorted by end too: only the
-    # last one starting before a candidate's end can overlap it.
+    # Chosen spans never overlap, so sorted by start they are sorted by end too.
     chosen: list[Span] = []
     starts: list[int] = []
     for span in ordered:
         if span.start >= span.end:  # an empty match has nothing to redact
             continue
-        i = bisect.bisect_left(starts, span.end)
-        if i and chosen[i - 1].end > span.start:
-            continue
-        starts.insert(i, span.start)
-        chosen.insert(i, span)
+        # the chosen spans that overlap this one, in order
+        lo = bisect.bisect_right(starts, span.start) - 1
+        if lo < 0 or chosen[lo].end <= span.start:
+            lo += 1
+        hi = bisect.bisect_left(starts, span.end)
+        pieces, at = [], span.start
+        for other in chosen[lo:hi]:
+            if other.start > at:
+                pieces.append((at, other.start))
+            at = max(at, other.end)
+        if at < span.end:
+            pieces.append((at, span.end))
+        for a, b in pieces:
+            i = bisect.bisect_left(starts, a)
+            starts.insert(i, a)
+            chosen.insert(i, Span(span.entity, a, b, span.score))
     return tuple(chosen)
 
 

@@ -160,15 +160,29 @@ def test_corpus_is_reproducible() -> None:
 
 
 def _naive_resolve(spans: list[Span]) -> tuple[Span, ...]:
+    """Character by character: each goes to the best span that covers it (then runs)."""
     rank = {e: i for i, e in enumerate(ENTITY_PRIORITY)}
     ordered = sorted(
         spans, key=lambda s: (-s.score, rank.get(s.entity, len(rank)), s.start - s.end, s.start)
     )
-    chosen: list[Span] = []
-    for span in ordered:
-        if all(span.end <= c.start or c.end <= span.start for c in chosen):
-            chosen.append(span)
-    return tuple(sorted(chosen, key=lambda s: s.start))
+    owner: dict[int, int] = {}
+    for k, span in enumerate(ordered):
+        for position in range(span.start, span.end):
+            owner.setdefault(position, k)
+    runs: list[list[int]] = []
+    for position in sorted(owner):
+        k = owner[position]
+        if runs and runs[-1][2] == k and runs[-1][1] == position:
+            runs[-1][1] = position + 1
+        else:
+            runs.append([position, position + 1, k])
+    return tuple(Span(ordered[k].entity, a, b, ordered[k].score) for a, b, k in runs)
+
+
+def test_a_partial_overlap_keeps_the_rest_of_the_losing_span_redacted() -> None:
+    """A better LOCATION over the start of a URL: the rest of the URL is still redacted."""
+    resolved = _resolve([Span("URL", 5, 20, 0.5), Span("LOCATION", 0, 9, 0.85)])
+    assert resolved == (Span("LOCATION", 0, 9, 0.85), Span("URL", 9, 20, 0.5))
 
 
 @pytest.mark.parametrize("seed", range(20))
