@@ -318,6 +318,22 @@ class PostgresLedger(SQLLedger):
             self._checkin(raw)
         return self._checkout()
 
+    @contextmanager
+    def _one_message(self) -> Iterator[psycopg.Connection[Any]]:
+        """A live connection for one message that carries its own ``BEGIN`` and ``COMMIT``.
+
+        On any exception the transaction is rolled back (nothing of it is kept, and its
+        locks go) before the exception leaves; the connection is then returned.
+        """
+        raw = self._checkout_live()
+        try:
+            yield raw
+        except BaseException:
+            self._rollback(raw)
+            raise
+        finally:
+            self._checkin(raw)
+
     def _owner(self) -> str:
         token: str | None = getattr(self._local, "token", None)
         if token is None or getattr(self._local, "pid", None) != os.getpid():
@@ -453,22 +469,14 @@ class PostgresLedger(SQLLedger):
             "query_id": query_id, "release_json": release_json, "release_name": name,
             "now": self._now_text(),
         }  # fmt: skip
-        raw = self._checkout_live()
         try:
-            try:
+            with self._one_message() as raw:
                 text = psycopg.ClientCursor(raw).mogrify(_STORE_ONE_TRIP, params)
                 cur = raw.execute(b"".join((_BEGIN, b"; ", text.encode(), b"; COMMIT")))
                 cur.nextset()  # BEGIN, then the statement's rows
-                stored = bool(cur.fetchall())
-            except psycopg.Error as exc:
-                self._rollback(raw)
-                raise self._translate(exc, "commit") from exc
-            except BaseException:
-                self._rollback(raw)
-                raise
-        finally:
-            self._checkin(raw)
-        return stored
+                return bool(cur.fetchall())
+        except psycopg.Error as exc:
+            raise self._translate(exc, "commit") from exc
 
     def _refund(self, query_id: str, owner: str, *, failed: bool) -> None:
         """Refund as the general path does, running it again if PostgreSQL picked it as a
@@ -564,9 +572,8 @@ class PostgresLedger(SQLLedger):
         """
         parts = self._parts(path, cost)
         owner = self._owner()
-        raw = self._checkout_live()
         try:
-            try:
+            with self._one_message() as raw:
                 statement = self._charge_statement(
                     raw, query_id, parts, window, cost, analyst, description, owner
                 )
@@ -574,14 +581,8 @@ class PostgresLedger(SQLLedger):
                 cur.nextset()  # BEGIN, SET LOCAL, then the function's row
                 cur.nextset()
                 status, release_json = cur.fetchone() or (None, None)
-            except psycopg.Error as exc:
-                self._rollback(raw)
-                raise self._one_trip_error(exc, query_id, owner) from exc
-            except BaseException:
-                self._rollback(raw)
-                raise
-        finally:
-            self._checkin(raw)
+        except psycopg.Error as exc:
+            raise self._one_trip_error(exc, query_id, owner) from exc
         if status == "charged":
             return SQLCharge(
                 self, query_id=query_id, cost=cost, owner=owner, cached=None, refundable=True

@@ -154,6 +154,18 @@ class _Retry(Exception):
         self.delay = delay
 
 
+async def _close(
+    session: aiohttp.ClientSession | None, loop: asyncio.AbstractEventLoop | None
+) -> None:
+    """Close ``session``, which belongs to ``loop``, from whatever loop is running."""
+    if session is None or session.closed or loop is None:
+        return
+    if loop is asyncio.get_running_loop() or loop.is_closed():
+        await session.close()  # a closed loop's connections: aiohttp lets them go
+    elif loop.is_running():  # another thread's
+        asyncio.run_coroutine_threadsafe(session.close(), loop)
+
+
 async def _on_reuse(session: Any, context: SimpleNamespace, params: Any) -> None:
     context.trace_request_ctx.reused = True  # the request went out on a pooled connection
 
@@ -220,12 +232,7 @@ class UpstreamClient:
         """Close the connections; later calls open new ones."""
         session, loop = self._session, self._loop
         self._session = self._loop = None
-        if session is None or session.closed or loop is None:
-            return
-        if loop is asyncio.get_running_loop() or loop.is_closed():
-            await session.close()  # a closed loop's connections: aiohttp lets them go
-        elif loop.is_running():  # another thread's
-            asyncio.run_coroutine_threadsafe(session.close(), loop)
+        await _close(session, loop)
 
     async def _session_here(self) -> aiohttp.ClientSession:
         """This event loop's session; the one of an earlier loop is then closed."""
@@ -249,11 +256,7 @@ class UpstreamClient:
         # Installed before anything is awaited, so that concurrent first calls on this
         # loop share it; then the earlier loop's session is closed.
         self._session, self._loop = session, loop
-        if old is not None and not old.closed and old_loop is not None:
-            if old_loop.is_closed():
-                await old.close()  # a closed loop's connections: aiohttp lets them go
-            elif old_loop.is_running():  # another thread's
-                asyncio.run_coroutine_threadsafe(old.close(), old_loop)
+        await _close(old, old_loop)
         return session
 
     async def post_json(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:

@@ -222,7 +222,13 @@ def test_idle_sockets_are_checked_whatever_their_number() -> None:
         right.close()
 
 
-def test_one_trip_store_writes_what_the_general_store_writes(pg_ledger_url: str) -> None:
+def _general_store_not_used(*args: Any) -> bool:
+    raise AssertionError("the general path's store ran")
+
+
+def test_one_trip_store_writes_what_the_general_store_writes(
+    pg_ledger_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """PostgreSQL stores a release with its audit line in one statement; the rows are the
     general path's, and a second store of the same query id writes nothing."""
     from dpllm.ledger._rows import release_to_json
@@ -238,7 +244,9 @@ def test_one_trip_store_writes_what_the_general_store_writes(pg_ledger_url: str)
                 assert SQLLedger._store_release(ledger, qid, text, "count") is True
                 charge._stored = True  # stored behind the handle's back, on purpose
             else:
-                charge.store(make_release("same", COST))
+                with monkeypatch.context() as patch:  # one message, not the general path
+                    patch.setattr(SQLLedger, "_store_release", _general_store_not_used)
+                    charge.store(make_release("same", COST))
     general, fast = _rows(ledger, "general"), _rows(ledger, "fast")
     assert general == fast
     assert [event for event, *_ in fast[2]] == ["charge", "release"]
