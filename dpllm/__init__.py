@@ -4,6 +4,24 @@ Re-exports only; each concept lives in its own module. Names backed by Presidio
 (``Redactor``, ``Vault``, ``wrap`` …) are resolved on first access, because
 importing Presidio loads spaCy (seconds) and most users of ``import dpllm`` —
 the CLI's ``--help`` included — never redact anything.
+
+The package, one line a folder (lower lines never import higher ones;
+``tests/test_layers.py`` checks it):
+
+- ``errors``, ``release``, ``rounding``, ``windows``, ``config``: the vocabulary every layer shares
+- ``privacy/``: the pure DP core (noise, mechanisms, intervals, the empirical audit)
+- ``ldp/``: local DP (client-side mechanisms, the ingest service)
+- ``ledger/``: the privacy budget (protocol, SQLite, PostgreSQL, approvals)
+- ``data/``: queries, bounded SQL, engines, the statistics runner, demo data
+- ``templates/``: template authoring (sandboxed Jinja, band filters, lint)
+- ``redact/``: Presidio, offline, Chinese and English
+- ``guard/``: number reading and the precision rules
+- ``chat/``: around chat completions (model clients, the regenerate loop, ``wrap``, streams)
+- ``weekly/``: the weekly summary job (the run, wiring, report, charts)
+- ``assess/``: planning, the audit suite, utility curves
+- ``server/``: FastAPI (OpenAI-compatible proxy, stats, budget, metrics)
+- ``cli/``: Typer entry points
+- ``testing/``: fakes for tests
 """
 
 from __future__ import annotations
@@ -11,6 +29,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from dpllm.chat.generate import GenerationResult, generate
+from dpllm.chat.models import Completion, ModelClient, OfflineWriter, OpenAIModelClient
 from dpllm.config import Settings
 from dpllm.data.demo import generate_demo, write_demo
 from dpllm.data.engines import DuckDBEngine, Engine, PostgresEngine, SQLiteEngine
@@ -55,8 +75,8 @@ from dpllm.errors import (
     UnknownTicket,
     UnsafeIdentifier,
 )
-from dpllm.generate import GenerationResult, generate
 from dpllm.guard import Guard, GuardReport, Violation, extract_mentions
+from dpllm.ldp.mechanisms import KRandomizedResponse, LDPEstimate, LDPReport, OptimisedUnaryEncoding
 from dpllm.ledger import (
     AuditEvent,
     Balance,
@@ -69,9 +89,7 @@ from dpllm.ledger import (
 )
 from dpllm.ledger.factory import open_ledger
 from dpllm.ledger.postgres import PostgresLedger
-from dpllm.models import Completion, ModelClient, OfflineWriter, OpenAIModelClient
 from dpllm.privacy.audit import AuditResult, audit_mechanism
-from dpllm.privacy.ldp import KRandomizedResponse, LDPEstimate, LDPReport, OptimisedUnaryEncoding
 from dpllm.privacy.mechanisms import (
     DiscreteGaussian,
     DiscreteLaplace,
@@ -84,24 +102,24 @@ from dpllm.privacy.mechanisms import (
 from dpllm.privacy.noise import NoiseSource, SecureNoise, SeededNoise
 from dpllm.release import Cost, Measure, Release
 from dpllm.templates import LintIssue, PromptEnvironment, lint
-from dpllm.weekly import WeeklyJob, WeeklyReport, run_weekly
+from dpllm.weekly.job import WeeklyJob, WeeklyReport, run_weekly
 
 if TYPE_CHECKING:
-    from dpllm.ldp_api import LDPClient, LDPIngest, LDPStore
+    from dpllm.chat.wrapper import wrap
+    from dpllm.ldp.ingest import LDPClient, LDPIngest, LDPStore
     from dpllm.redact import RedactionResult, Redactor, Vault
-    from dpllm.wrapper import wrap
 
 __version__ = "0.1.0"
 
 # name → module, imported on first access (see the module docstring).
 _LAZY = {
-    "LDPClient": "dpllm.ldp_api",
-    "LDPIngest": "dpllm.ldp_api",
-    "LDPStore": "dpllm.ldp_api",
+    "LDPClient": "dpllm.ldp.ingest",
+    "LDPIngest": "dpllm.ldp.ingest",
+    "LDPStore": "dpllm.ldp.ingest",
     "RedactionResult": "dpllm.redact",
     "Redactor": "dpllm.redact",
     "Vault": "dpllm.redact",
-    "wrap": "dpllm.wrapper",
+    "wrap": "dpllm.chat.wrapper",
 }
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from dpllm.config import Settings
 from dpllm.data.demo import DEMO_COURSES, DEMO_END_WEEK, generate_demo, write_demo
-from dpllm.report import write_report
-from dpllm.weekly import run_weekly
-from dpllm.wiring import build_redactor
+from dpllm.weekly.job import run_weekly
+from dpllm.weekly.report import write_report
+from dpllm.weekly.wiring import build_redactor
 
 HERE = Path(__file__).resolve().parent
 

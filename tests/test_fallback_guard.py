@@ -17,7 +17,7 @@ from dpllm.privacy.mechanisms import DiscreteLaplace, Laplace, make_release, rat
 from dpllm.privacy.noise import SeededNoise
 from dpllm.release import Release
 from dpllm.templates import PromptEnvironment
-from dpllm.weekly import DERIVED
+from dpllm.weekly.job import DERIVED
 
 TOPICS = ("workload", "teaching", "materials", "exams")
 

@@ -48,8 +48,8 @@ def test_import_does_not_load_presidio() -> None:
 
 def test_lazy_names_survive_their_modules_being_imported() -> None:
     """Importing the module behind a lazy name must not shadow the name (``dpllm.wrap``)."""
+    import dpllm.chat.wrapper
     import dpllm.redact
-    import dpllm.wrapper
 
-    assert callable(dpllm.wrap) and dpllm.wrap is dpllm.wrapper.wrap
+    assert callable(dpllm.wrap) and dpllm.wrap is dpllm.chat.wrapper.wrap
     assert isinstance(dpllm.Redactor, type)

@@ -43,7 +43,7 @@ def audit(
     from rich.console import Console
     from rich.table import Table
 
-    from dpllm.audit_suite import audit_catalogue, audit_mechanisms
+    from dpllm.assess.audit_suite import audit_catalogue, audit_mechanisms
     from dpllm.errors import DPLLMError
 
     console = Console()
@@ -130,8 +130,8 @@ def utility(
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    from dpllm.assess.utility import parse_eps_range, utility_curve
     from dpllm.errors import DPLLMError
-    from dpllm.utility import parse_eps_range, utility_curve
 
     try:
         grid = parse_eps_range(eps, points=points)

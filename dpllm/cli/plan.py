@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 import typer
 
 if TYPE_CHECKING:
+    from dpllm.assess.planning import SimulatedWeek
     from dpllm.config import Settings
-    from dpllm.planning import SimulatedWeek
 
 
 def register(app: typer.Typer) -> None:
@@ -71,8 +71,8 @@ def plan(
     from rich.console import Console
     from rich.table import Table
 
+    from dpllm.assess.planning import Population, evaluate_plan, plan_pool, suggest_split
     from dpllm.errors import DPLLMError
-    from dpllm.planning import Population, evaluate_plan, plan_pool, suggest_split
 
     console = Console()
     try:
@@ -171,8 +171,8 @@ def simulate(
     from rich.console import Console
     from rich.table import Table
 
+    from dpllm.assess.planning import Schedule, plan_pool, simulate_schedule
     from dpllm.errors import DPLLMError
-    from dpllm.planning import Schedule, plan_pool, simulate_schedule
 
     console = Console()
     try:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from dpllm.config import Settings
-    from dpllm.weekly import WeeklyReport
+    from dpllm.weekly.job import WeeklyReport
 
 __all__ = [
     "DEMO_DIR",
@@ -207,8 +207,8 @@ def _run(
 ) -> tuple[WeeklyReport, Path]:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from dpllm.report import write_report
-    from dpllm.weekly import WeeklyJob
+    from dpllm.weekly.job import WeeklyJob
+    from dpllm.weekly.report import write_report
     from dpllm.windows import parse_week, previous_weeks
 
     parse_week(week)

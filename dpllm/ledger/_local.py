@@ -1,6 +1,6 @@
 """Local-DP charges: the ε each user spent on randomised reports, kept in the ledger.
 
-A local-DP report (:mod:`dpllm.ldp_api`) costs its *user* the ε of their own
+A local-DP report (:mod:`dpllm.ldp.ingest`) costs its *user* the ε of their own
 randomiser; nothing is charged to a central pool. The ledger keeps one row per
 (metric, window, user) — the primary key makes a second report of the same
 user, metric and window impossible, under any concurrency — and an

@@ -8,7 +8,7 @@ Endpoints: ``POST /v1/chat/completions``, ``GET /v1/models``,
 ``GET /v1/stats/{query}``, ``GET /v1/budget``, ``GET /v1/admin/pending``,
 ``POST /v1/admin/tickets/{ticket}/approve|deny``, ``/healthz``, and the
 OpenAPI docs (``/docs``, ``/openapi.json``). The local-DP report endpoint
-(``POST /v1/ldp/reports``) is included when :mod:`dpllm.ldp_api` is installed
+(``POST /v1/ldp/reports``) is included when :mod:`dpllm.ldp.ingest` is installed
 (:func:`include_optional_routers`).
 """
 
@@ -33,12 +33,12 @@ from dpllm.server.state import LedgerOpener, ServerState, server_state
 from dpllm.server.upstream import UpstreamClient, lean_eligible
 
 if TYPE_CHECKING:
+    from dpllm.chat.wrapper import TextRedactor
     from dpllm.data.engines import Engine
-    from dpllm.wrapper import TextRedactor
 
 __all__ = ["OPTIONAL_ROUTERS", "create_app", "include_optional_routers"]
 
-OPTIONAL_ROUTERS = ("dpllm.ldp_api",)
+OPTIONAL_ROUTERS = ("dpllm.ldp.ingest",)
 """Modules whose ``router`` (a FastAPI ``APIRouter``) is included when importable."""
 
 health = APIRouter(tags=["health"])
@@ -76,8 +76,8 @@ class _StateLedger:
 def _ldp_ingest(settings: Settings, state: ServerState) -> Any:
     """The LDP ingest of ``[ldp.metrics]``: reports in ``[ldp] store``, each user's
     local ε recorded in the shared ledger (one report per user, metric and week)."""
-    from dpllm.ldp_api import LDPIngest, LDPStore
-    from dpllm.privacy.ldp import make_randomizer
+    from dpllm.ldp.ingest import LDPIngest, LDPStore
+    from dpllm.ldp.mechanisms import make_randomizer
 
     metrics = {
         m.name: make_randomizer(m.mechanism, epsilon=m.epsilon, domain=m.domain)
@@ -92,7 +92,7 @@ def include_optional_routers(
 ) -> list[str]:
     """Include the ``router`` of each importable module; return the ones included.
 
-    The hook for endpoints built elsewhere (``dpllm.ldp_api``): the server works
+    The hook for endpoints built elsewhere (``dpllm.ldp.ingest``): the server works
     without them.
     """
     included = []
@@ -116,7 +116,7 @@ def _upstream(
         return None, None, None
     import openai
 
-    from dpllm.wrapper import NoRedaction, wrap
+    from dpllm.chat.wrapper import NoRedaction, wrap
 
     m = settings.model
     raw = openai.AsyncOpenAI(

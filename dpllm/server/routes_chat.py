@@ -22,13 +22,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from dpllm.chat.protection import UNSET, take_dpllm_options
+from dpllm.chat.wrapper import drive_async, off_loop
 from dpllm.config import ApiKey
 from dpllm.errors import ModelBadResponse
-from dpllm.protection import UNSET, take_dpllm_options
 from dpllm.server.errors import status_and_body
 from dpllm.server.logging import log_event
 from dpllm.server.state import ServerState, caller, server_state
-from dpllm.wrapper import drive_async, off_loop
 
 __all__ = ["ChatCompletionRequest", "parse_chat_request", "router"]
 
@@ -221,7 +221,7 @@ async def _complete(state: ServerState, wire: dict[str, Any]) -> dict[str, Any]:
     """A non-streaming completion, protected, in the wire format end to end.
 
     The same protection as the wrapper (:meth:`CallState.exchange_wire`, driven
-    by :func:`dpllm.wrapper.drive_async`), but the upstream's JSON is neither
+    by :func:`dpllm.chat.wrapper.drive_async`), but the upstream's JSON is neither
     validated into SDK models nor dumped back. The request goes through the
     lean client (:mod:`dpllm.server.upstream`) when the upstream allows it,
     else through the SDK client's transport, retries and error mapping

@@ -22,9 +22,9 @@ from dpllm.errors import LedgerUnavailable
 from dpllm.ledger.factory import ManagedLedger, ensure_pools, open_ledger
 
 if TYPE_CHECKING:
+    from dpllm.chat.wrapper import WrappedAsyncOpenAI
     from dpllm.data.engines import Engine
     from dpllm.server.upstream import UpstreamClient
-    from dpllm.wrapper import WrappedAsyncOpenAI
 
 __all__ = ["ServerState", "caller", "server_state"]
 

@@ -51,8 +51,8 @@ def test_utility_writes_png(tmp_path: Path) -> None:
 
 
 def test_utility_on_real_data_says_it_reads_it(tmp_path: Path) -> None:
-    from dpllm.audit_suite import write_feedback_sqlite
-    from dpllm.utility import synthetic_records
+    from dpllm.assess.audit_suite import write_feedback_sqlite
+    from dpllm.assess.utility import synthetic_records
 
     data = tmp_path / "real.db"
     write_feedback_sqlite(data, synthetic_records(users=200))

@@ -22,7 +22,7 @@ from dpllm.cli.weekly import (
 from dpllm.config import Settings
 from dpllm.data.demo import DemoData
 from dpllm.testing import FakeOpenAIServer
-from tests.weekly_helpers import WEEK, make_demo, pii_values, scan_outputs, shared_redactor
+from tests.weekly.helpers import WEEK, make_demo, pii_values, scan_outputs, shared_redactor
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -35,7 +35,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, DemoData]:
 @pytest.fixture(autouse=True)
 def fast_redactor(monkeypatch: pytest.MonkeyPatch) -> None:
     """Share one Presidio redactor between the commands (each would load spaCy again)."""
-    monkeypatch.setattr("dpllm.weekly.build_redactor", lambda settings: shared_redactor())
+    monkeypatch.setattr("dpllm.weekly.job.build_redactor", lambda settings: shared_redactor())
 
 
 def _config(folder: Path, db: Path, *, extra: str = "", weekly_cap: str = "1.8") -> Path:

@@ -8,8 +8,8 @@ import numpy as np
 from fastapi.testclient import TestClient
 
 from dpllm.config import Settings, hash_api_key
+from dpllm.ldp.mechanisms import KRandomizedResponse, LDPReport
 from dpllm.ledger.sqlite import SQLiteLedger
-from dpllm.privacy.ldp import KRandomizedResponse, LDPReport
 from dpllm.release import Cost
 
 KEY = "key-ldp-device-0123"

@@ -121,7 +121,7 @@ def test_no_server_error_on_any_route(client: TestClient, data: st.DataObject) -
     r = client.request(method, url, params=params, headers=headers, json=body)
     assert r.status_code < 500 or r.status_code in (502, 503, 504), (r.status_code, r.text)
     json_error = r.headers.get("content-type", "").startswith("application/json")
-    # dpllm.ldp_api (another module) answers errors as {"error": code, "detail": ...}.
+    # dpllm.ldp.ingest (another module) answers errors as {"error": code, "detail": ...}.
     if r.status_code >= 400 and json_error and not path.startswith("/v1/ldp/"):
         err = r.json()["error"]
         assert isinstance(err["message"], str) and isinstance(err["type"], str)

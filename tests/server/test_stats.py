@@ -9,9 +9,9 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from dpllm.chat.wrapper import NoRedaction
 from dpllm.errors import LedgerUnavailable
 from dpllm.ledger.sqlite import SQLiteLedger
-from dpllm.wrapper import NoRedaction
 from tests.server.conftest import WEEK, Proxy, make_settings
 
 

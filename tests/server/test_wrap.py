@@ -10,10 +10,10 @@ import httpx
 import openai
 import pytest
 
+from dpllm.chat.wrapper import NoRedaction, WrappedAsyncOpenAI, WrappedOpenAI, wrap
 from dpllm.errors import ConfigError, ModelBadResponse
 from dpllm.redact import Redactor
 from dpllm.testing import FakeOpenAIServer
-from dpllm.wrapper import NoRedaction, WrappedAsyncOpenAI, WrappedOpenAI, wrap
 from tests.server.conftest import RESPONSES
 
 PROMPT = [{"role": "user", "content": "Hi, I am Emily Clark (13987654321)."}]

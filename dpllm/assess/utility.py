@@ -4,7 +4,7 @@ A utility curve compares noisy releases with the **exact** answer, so computing
 one on real data reads that data and its output is not differentially private:
 draw it on synthetic data (the default) and publish only such curves.
 
-For each ε the query's own calibration (:func:`~dpllm.audit_suite.query_mechanisms`)
+For each ε the query's own calibration (:func:`~dpllm.assess.audit_suite.query_mechanisms`)
 noises the exact aggregate ``trials`` times with a seeded source, then the same
 post-processing as the query's release is applied (counts clamped at 0; the
 mean ``3 + S/max(C, 1)`` clamped to [1, 5]). The relative error of one draw is
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpllm.audit_suite import (
+from dpllm.assess.audit_suite import (
     AUDIT_COURSES,
     AUDIT_WINDOW,
     COLUMNS,

@@ -32,6 +32,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dpllm.chat.generate import GenerationResult, Redactor, generate
+from dpllm.chat.models import ModelClient, OfflineWriter
 from dpllm.config import Settings
 from dpllm.data.engines import Engine
 from dpllm.data.queries import (
@@ -39,13 +41,10 @@ from dpllm.data.queries import (
 )
 from dpllm.data.stats import StatsRunner, rating_shares
 from dpllm.errors import BudgetExceeded, ConfigError
-from dpllm.generate import GenerationResult, Redactor, generate
 from dpllm.ledger.base import Balance, Ledger
-from dpllm.models import ModelClient, OfflineWriter
 from dpllm.privacy.noise import NoiseSource
 from dpllm.release import MICRO, Cost, Measure, Release
-from dpllm.windows import parse_week, previous_weeks
-from dpllm.wiring import (
+from dpllm.weekly.wiring import (
     build_model,
     build_plan,
     build_redactor,
@@ -56,6 +55,7 @@ from dpllm.wiring import (
     plan_pool,
     pool_path,
 )
+from dpllm.windows import parse_week, previous_weeks
 
 __all__ = [
     "DERIVED",
@@ -364,7 +364,7 @@ class WeeklyJob:
         """Run the weekly job for ``week`` (see the module docstring for the steps).
 
         Returns:
-            The :class:`WeeklyReport` (writing it to files is :mod:`dpllm.report`).
+            The :class:`WeeklyReport` (writing it to files is :mod:`dpllm.weekly.report`).
 
         Raises:
             DataError: bad week, source or column (nothing charged), or an engine

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from dpllm.audit_suite import (
+from dpllm.assess.audit_suite import (
     PlantedBugCount,
     QueryAudit,
     audit_catalogue,
@@ -87,7 +87,7 @@ def test_the_audit_reads_the_public_mechanisms() -> None:
     query that only defines the protocol method is audited with its own calibration."""
     from dataclasses import dataclass
 
-    from dpllm.audit_suite import query_mechanisms
+    from dpllm.assess.audit_suite import query_mechanisms
     from dpllm.data.queries import FeedbackCount, MeanRating
     from dpllm.data.topics import TopTopics
     from dpllm.errors import InvalidPrivacyParameter

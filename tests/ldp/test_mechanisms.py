@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 
 from dpllm.errors import InvalidPrivacyParameter, InvalidReport
-from dpllm.privacy.audit import audit_samples
-from dpllm.privacy.ldp import (
+from dpllm.ldp.mechanisms import (
     KRandomizedResponse,
     LDPAggregate,
     LDPReport,
     OptimisedUnaryEncoding,
     make_randomizer,
 )
+from dpllm.privacy.audit import audit_samples
 from dpllm.privacy.noise import FloatArray
 
 ALPHA = 1e-6

@@ -23,10 +23,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from dpllm.generate import Attempt
+from dpllm.chat.generate import Attempt
 from dpllm.release import Release
 from dpllm.rounding import format_number, granularity
-from dpllm.weekly import WeeklyReport
+from dpllm.weekly.job import WeeklyReport
 
 __all__ = [
     "REPORT_JSON",
@@ -235,7 +235,7 @@ def write_report(
     out = Path(folder)
     written: dict[str, Path] = {}
     if charts:
-        from dpllm.charts import draw_charts
+        from dpllm.weekly.charts import draw_charts
 
         for name, png in draw_charts(report).items():
             write_atomic(out / name, png)

@@ -4,7 +4,7 @@
 call's messages into their protected form and returns a :class:`CallState`, whose
 :meth:`~CallState.exchange` is the call as a generator free of I/O (it yields the
 messages to send and receives each ``ChatCompletion``), driven by the sync and
-async clients of :mod:`dpllm.wrapper` and by the proxy. See :mod:`dpllm.wrapper` for
+async clients of :mod:`dpllm.chat.wrapper` and by the proxy. See :mod:`dpllm.chat.wrapper` for
 the behaviour.
 
 Privacy: post-processing only; no privacy budget is spent.
@@ -16,13 +16,18 @@ from collections.abc import Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from dpllm.chat.generate import GenerationResult, RedactionLike, generation_flow
+from dpllm.chat.models import Completion, Usage
+from dpllm.chat.streaming import (
+    DEFAULT_MAX_HOLD,
+    DEFAULT_MIN_RELEASE,
+    blind_tokens,
+    rewrite_violations,
+)
 from dpllm.errors import ConfigError, InvalidPrivacyParameter, ModelBadResponse
-from dpllm.generate import GenerationResult, RedactionLike, generation_flow
 from dpllm.guard import Guard, GuardReport, text_language
-from dpllm.models import Completion, Usage
 from dpllm.redact.vault import Vault
 from dpllm.release import Release
-from dpllm.streaming import DEFAULT_MAX_HOLD, DEFAULT_MIN_RELEASE, blind_tokens, rewrite_violations
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletion
@@ -154,7 +159,7 @@ class Protection:
         allow: terms never redacted (course names …).
         fallback_text: text returned when every attempt violates (redacted and
             guarded first); ``None``: the last answer with its figures rewritten.
-        min_release, max_hold: the streaming hold-back (see :mod:`dpllm.streaming`).
+        min_release, max_hold: the streaming hold-back (see :mod:`dpllm.chat.streaming`).
     """
 
     redactor: TextRedactor

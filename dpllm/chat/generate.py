@@ -1,10 +1,10 @@
 """The regenerate loop: call → redact → guard → ask again naming each violation → fallback.
 
 :func:`generation_flow` is the loop as a generator, free of I/O: it yields the
-messages to send, receives the model's :class:`~dpllm.models.Completion` (or the
+messages to send, receives the model's :class:`~dpllm.chat.models.Completion` (or the
 :class:`~dpllm.errors.ModelError` the call raised), and returns a
 :class:`GenerationResult`. :func:`generate` drives it with a
-:class:`~dpllm.models.ModelClient`; an async caller (the proxy) can drive the same
+:class:`~dpllm.chat.models.ModelClient`; an async caller (the proxy) can drive the same
 flow with its own client.
 
 The loop, for up to ``max_attempts`` calls:
@@ -31,9 +31,9 @@ from collections.abc import Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from dpllm.chat.models import Completion, ModelClient, Usage
 from dpllm.errors import ConfigError, GuardError, ModelError
 from dpllm.guard import Guard, GuardReport, Violation
-from dpllm.models import Completion, ModelClient, Usage
 from dpllm.release import Release
 
 __all__ = [
@@ -300,7 +300,7 @@ def generate(
         messages: the rendered prompt messages (from the template layer).
         fallback_text: the template's deterministic fallback rendering.
         releases: the releases the prompt was rendered with (the guard's reference).
-        model: the :class:`~dpllm.models.ModelClient` to call.
+        model: the :class:`~dpllm.chat.models.ModelClient` to call.
         redactor: the redactor (``dpllm.redact.Redactor`` or any object with
             ``redact(text, *, language, allow)``).
         unsupported: ``"violation"`` or ``"warning"`` for figures no release supports.

@@ -55,8 +55,8 @@ from dpllm.data.queries import Exact, FeedbackCount, Query, Scope
 from dpllm.data.sql import ColumnMap
 from dpllm.data.stats import default_catalogue
 from dpllm.errors import DataError, InvalidPrivacyParameter
+from dpllm.ldp.mechanisms import KRandomizedResponse, OptimisedUnaryEncoding
 from dpllm.privacy.audit import AuditResult, audit_samples, clopper_pearson
-from dpllm.privacy.ldp import KRandomizedResponse, OptimisedUnaryEncoding
 from dpllm.privacy.mechanisms import (
     DiscreteGaussian,
     DiscreteLaplace,

@@ -17,7 +17,7 @@ releases text only up to a **safe cut**:
 * the end of the stream (``flush``), only after the upstream said it finished.
 
 Each released segment goes through a ``process`` function (redact → guard →
-restore, see :mod:`dpllm.wrapper`) before the caller sees it. An upstream error
+restore, see :mod:`dpllm.chat.wrapper`) before the caller sees it. An upstream error
 mid-stream must end with :meth:`HoldBack.discard`: the held text is dropped,
 never emitted, and the caller reports the error (fail closed).
 

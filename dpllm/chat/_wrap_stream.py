@@ -2,7 +2,7 @@
 
 :class:`GuardedStream` (sync) and :class:`AsyncGuardedStream` wrap the SDK's
 ``Stream`` / ``AsyncStream``. Each choice's content deltas go into its own
-:class:`~dpllm.streaming.HoldBack`; a chunk carries only text that was released
+:class:`~dpllm.chat.streaming.HoldBack`; a chunk carries only text that was released
 and processed (redact → guard → restore). Chunks without text (the role chunk,
 tool calls, the finish chunk, the usage chunk) pass with their other fields.
 
@@ -17,13 +17,13 @@ import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from dpllm.chat.streaming import HoldBack
 from dpllm.errors import ModelBadResponse
-from dpllm.streaming import HoldBack
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionChunk
 
-    from dpllm.protection import CallState
+    from dpllm.chat.protection import CallState
 
 __all__ = ["AsyncGuardedStream", "GuardedStream"]
 

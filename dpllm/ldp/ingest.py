@@ -18,7 +18,7 @@
   POSTs the report with httpx; the true value never leaves the caller.
 
 Privacy: each stored report is ε-LDP for its user's value (see
-:mod:`dpllm.privacy.ldp`); a user's reports of different metrics in one window
+:mod:`dpllm.ldp.mechanisms`); a user's reports of different metrics in one window
 compose to the sum of their ε, which :meth:`LDPStore.user_epsilon` reports.
 """
 
@@ -39,7 +39,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from dpllm.errors import DuplicateReport, InvalidReport, LedgerUnavailable
-from dpllm.privacy.ldp import LDPAggregate, LDPEstimate, LDPReport, LocalRandomizer
+from dpllm.ldp.mechanisms import LDPAggregate, LDPEstimate, LDPReport, LocalRandomizer
 from dpllm.release import MICRO, Cost, to_micro
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ For every call the wrapper
    anything leaves the process;
 2. **redacts** the model's answer (personal data the model wrote itself);
 3. when releases are attached, runs the **precision guard** and regenerates as in
-   :func:`dpllm.generate.generation_flow` (the same loop: the answer is redacted,
+   :func:`dpllm.chat.generate.generation_flow` (the same loop: the answer is redacted,
    checked, and the model is asked again naming each violation); after
    ``max_attempts`` violating answers the last one is returned with each
    violating figure rewritten to its allowed form ("about 160 responses");
@@ -33,7 +33,7 @@ releases=...)`` sets a default for every call; a per-call ``"releases"`` (even
 an empty list) overrides it.
 
 **Streaming** (``stream=True``) returns a stream of ``ChatCompletionChunk``
-whose text passes through :class:`~dpllm.streaming.HoldBack`: it is released a
+whose text passes through :class:`~dpllm.chat.streaming.HoldBack`: it is released a
 sentence at a time after redaction and the guard (violating figures rewritten,
 since streamed text cannot be regenerated). An upstream error mid-stream
 discards the held text and raises; a stream that ends without a finish reason
@@ -56,7 +56,7 @@ from collections.abc import Awaitable, Callable, Collection, Generator, Mapping,
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from dpllm.protection import (
+from dpllm.chat.protection import (
     POLICIES,
     NoRedaction,
     Protection,
@@ -70,8 +70,8 @@ if TYPE_CHECKING:
     import openai
     from openai.types.chat import ChatCompletion
 
-    from dpllm._wrap_stream import AsyncGuardedStream, GuardedStream
-    from dpllm.protection import CallState
+    from dpllm.chat._wrap_stream import AsyncGuardedStream, GuardedStream
+    from dpllm.chat.protection import CallState
 
 __all__ = [
     "POLICIES",
@@ -117,11 +117,11 @@ class _Completions(_Passthrough):
 
 class _SyncCompletions(_Completions):
     def create(self, **kwargs: Any) -> ChatCompletion | GuardedStream:
-        """``chat.completions.create`` with dpllm's protections (see :mod:`dpllm.wrapper`)."""
+        """``chat.completions.create`` with dpllm's protections (see :mod:`dpllm.chat.wrapper`)."""
         kwargs, releases = take_dpllm_options(kwargs)
         state = self._protection.begin(kwargs.pop("messages"), releases)
         if kwargs.get("stream"):
-            from dpllm._wrap_stream import GuardedStream
+            from dpllm.chat._wrap_stream import GuardedStream
 
             upstream = self._target.create(messages=state.outgoing, **kwargs)
             return GuardedStream(upstream, state)
@@ -141,14 +141,14 @@ class _SyncCompletions(_Completions):
 
 class _AsyncCompletions(_Completions):
     async def create(self, **kwargs: Any) -> ChatCompletion | AsyncGuardedStream:
-        """``chat.completions.create`` with dpllm's protections (see :mod:`dpllm.wrapper`)."""
+        """``chat.completions.create`` with dpllm's protections (see :mod:`dpllm.chat.wrapper`)."""
         kwargs, releases = take_dpllm_options(kwargs)
         offload = self._protection.offload
         state: CallState = await off_loop(
             offload, self._protection.begin, kwargs.pop("messages"), releases
         )
         if kwargs.get("stream"):
-            from dpllm._wrap_stream import AsyncGuardedStream
+            from dpllm.chat._wrap_stream import AsyncGuardedStream
 
             upstream = await self._target.create(messages=state.outgoing, **kwargs)
             return AsyncGuardedStream(upstream, state)
@@ -184,7 +184,7 @@ async def drive_async(
     offload: bool,
     executor: Executor | None = None,
 ) -> R:
-    """Run a :meth:`~dpllm.protection.CallState.exchange` against an async model call.
+    """Run a :meth:`~dpllm.chat.protection.CallState.exchange` against an async model call.
 
     Each protection step (redaction, the guard) runs in a worker thread when
     ``offload`` is true (in ``executor`` if given), so a heavy redactor does not

@@ -15,11 +15,11 @@ from dpllm.errors import BudgetExceeded, ConfigError, DataError
 from dpllm.ledger.base import PoolSpec
 from dpllm.ledger.sqlite import SQLiteLedger
 from dpllm.release import Measure, to_micro
-from dpllm.report import REPORT_JSON, REPORT_MD, write_report
 from dpllm.testing import FakeOpenAIServer
-from dpllm.weekly import WeeklyJob, WeeklyReport, run_weekly
-from dpllm.wiring import build_plan
-from tests.weekly_helpers import (
+from dpllm.weekly.job import WeeklyJob, WeeklyReport, run_weekly
+from dpllm.weekly.report import REPORT_JSON, REPORT_MD, write_report
+from dpllm.weekly.wiring import build_plan
+from tests.weekly.helpers import (
     WEEK,
     make_demo,
     pii_values,

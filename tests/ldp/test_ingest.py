@@ -11,9 +11,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from dpllm.errors import DuplicateReport, InvalidReport
-from dpllm.ldp_api import LDPClient, LDPIngest, LDPStore, ldp_router, pseudonym
+from dpllm.ldp.ingest import LDPClient, LDPIngest, LDPStore, ldp_router, pseudonym
+from dpllm.ldp.mechanisms import KRandomizedResponse, LDPReport, OptimisedUnaryEncoding
 from dpllm.ledger.sqlite import SQLiteLedger
-from dpllm.privacy.ldp import KRandomizedResponse, LDPReport, OptimisedUnaryEncoding
 
 WEEK = "2026-W47"
 KRR = KRandomizedResponse(epsilon=1.0)
@@ -137,7 +137,7 @@ def test_pseudonym_is_stable_and_opaque() -> None:
 
 
 def test_module_router_uses_app_state(tmp_path: Path) -> None:
-    from dpllm import ldp_api
+    from dpllm.ldp import ingest as ldp_api
 
     app = FastAPI()
     app.include_router(ldp_api.router)

@@ -39,7 +39,7 @@ and ``make_randomized_response_bool`` (OUE bits); a seeded numpy generator is
 used only when passed explicitly (tests, simulations).
 
 This module is pure: the SQLite store and the HTTP ingest live in
-:mod:`dpllm.ldp_api` (the edge).
+:mod:`dpllm.ldp.ingest` (the edge).
 """
 
 from __future__ import annotations
@@ -326,7 +326,7 @@ class LDPReport:
         metric: the metric's name (``course_rating``).
         window: the ISO week it belongs to (``2026-W47``).
         user: a stable pseudonym of the user (never a raw id or e-mail; see
-            :func:`dpllm.ldp_api.pseudonym`), used only to allow one report per
+            :func:`dpllm.ldp.ingest.pseudonym`), used only to allow one report per
             user per metric per window.
         mechanism: ``"krr"`` or ``"oue"``.
         epsilon: the ε the client randomised with.
@@ -353,7 +353,7 @@ class LDPReport:
         if not isinstance(self.user, str) or not _PSEUDONYM.match(self.user):
             raise InvalidReport(
                 "user must be a pseudonym of 1–128 letters, digits or _.:- "
-                "(derive it with dpllm.ldp_api.pseudonym)"
+                "(derive it with dpllm.ldp.ingest.pseudonym)"
             )
         if self.mechanism not in ("krr", "oue"):
             raise InvalidReport(f"unknown LDP mechanism {self.mechanism!r}; use 'krr' or 'oue'")

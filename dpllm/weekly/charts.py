@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dpllm.release import Release
-from dpllm.weekly import WeeklyReport
+from dpllm.weekly.job import WeeklyReport
 
 __all__ = ["HISTOGRAM_PNG", "TREND_PNG", "draw_charts", "histogram_png", "trend_png"]
 

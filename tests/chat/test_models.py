@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import openai
 import pytest
 
+from dpllm.chat.models import OfflineWriter, OpenAIModelClient
 from dpllm.errors import (
     ModelAuthError,
     ModelBadResponse,
@@ -14,7 +15,6 @@ from dpllm.errors import (
     ModelTimeout,
     ModelUnreachable,
 )
-from dpllm.models import OfflineWriter, OpenAIModelClient
 from dpllm.testing import FakeOpenAIServer
 
 MESSAGES = [{"role": "user", "content": "Summarise the week."}]

@@ -5,9 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpllm.config import Settings
-from dpllm.errors import ConfigError, InvalidPrivacyParameter
-from dpllm.planning import (
+from dpllm.assess.planning import (
     Population,
     Schedule,
     build_query,
@@ -18,6 +16,8 @@ from dpllm.planning import (
     simulate_schedule,
     suggest_split,
 )
+from dpllm.config import Settings
+from dpllm.errors import ConfigError, InvalidPrivacyParameter
 from dpllm.privacy.noise import SeededNoise
 from dpllm.release import Measure
 

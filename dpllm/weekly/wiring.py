@@ -2,7 +2,7 @@
 
 The query plan (catalogue queries with the configured bounds and ε), the pool path,
 the data engine, the ledger, the column mapping, the redactor (with the configured
-operator) and the model client. :mod:`dpllm.weekly` assembles them into a run.
+operator) and the model client. :mod:`dpllm.weekly.job` assembles them into a run.
 Nothing here reads the data or charges the ledger.
 """
 
@@ -12,6 +12,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from dpllm.chat.generate import RedactionLike, Redactor
+from dpllm.chat.models import ModelClient
 from dpllm.config import Settings
 from dpllm.data.engines import Engine
 from dpllm.data.queries import (
@@ -25,9 +27,7 @@ from dpllm.data.queries import (
 from dpllm.data.sql import ColumnMap, OutOfRange
 from dpllm.data.topics import DEFAULT_VOCABULARY, TopicCounts, Vocabulary
 from dpllm.errors import ConfigError, DataError
-from dpllm.generate import RedactionLike, Redactor
 from dpllm.ledger.base import Ledger, PoolSpec
-from dpllm.models import ModelClient
 from dpllm.release import Measure
 
 __all__ = [
@@ -255,7 +255,7 @@ def build_model(settings: Settings) -> ModelClient | None:
     m = settings.model
     if m.provider != "openai":
         return None
-    from dpllm.models import OpenAIModelClient
+    from dpllm.chat.models import OpenAIModelClient
 
     try:
         return OpenAIModelClient(

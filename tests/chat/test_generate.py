@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from dpllm.chat.generate import GenerationResult, generate
+from dpllm.chat.models import OfflineWriter, OpenAIModelClient
 from dpllm.errors import ConfigError, GuardError, ModelTimeout
-from dpllm.generate import GenerationResult, generate
-from dpllm.models import OfflineWriter, OpenAIModelClient
 from dpllm.release import Release
 from dpllm.testing import FakeOpenAIServer
 from dpllm.testing.releases import fake_release

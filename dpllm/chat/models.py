@@ -77,7 +77,7 @@ class Completion:
     """What a model returned.
 
     ``text`` is the model's raw text: it has not been redacted or guarded, so it
-    must go through :func:`dpllm.generate.generate` before anyone reads it. The
+    must go through :func:`dpllm.chat.generate.generate` before anyone reads it. The
     repr leaves it out, so a stray log line cannot leak it.
     """
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dpllm.streaming import HoldBack, blind_tokens, safe_cut
+from dpllm.chat.streaming import HoldBack, blind_tokens, safe_cut
 
 SPANS = ["138 1234 5678", "a.b@example.org", "<PERSON_3f2a9c1b0d>", "4.37", "+86 10 1234 5678"]
 
