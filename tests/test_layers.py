@@ -45,6 +45,14 @@ RANKS: dict[str, int] = {
     "cli": 7,
     "__main__": 8,
     "__init__": 8,
+    # old module paths kept for one release (dpllm/_moved.py); they import nothing statically
+    "_moved": 0,
+    "models": 8,
+    "generate": 8,
+    "report": 8,
+    "wiring": 8,
+    "ldp_api": 8,
+    "wrapper": 8,
 }
 
 

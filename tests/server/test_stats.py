@@ -38,6 +38,9 @@ def test_release_then_cached_for_free(proxy: Proxy) -> None:
 
 
 def test_exhausted_budget_429_spends_nothing(proxy: Proxy) -> None:
+    # The server opens (and creates) its ledger with its pools at its first ledger read;
+    # make that happen here so this test does not depend on an earlier one having run.
+    assert httpx.get(f"{proxy.url}/healthz").status_code == 200
     ledger = SQLiteLedger(proxy.ledger_path, create=False)
     before = ledger.balance("tiny", WEEK)
     events = len(ledger.history())

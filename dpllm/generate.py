@@ -1,0 +1,5 @@
+"""Deprecated alias of :mod:`dpllm.chat.generate` (moved in dpllm 0.2; removed in 0.3)."""
+
+from dpllm._moved import alias
+
+alias(__name__, "dpllm.chat.generate", callable_as="generate")

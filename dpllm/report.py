@@ -1,0 +1,5 @@
+"""Deprecated alias of :mod:`dpllm.weekly.report` (moved in dpllm 0.2; removed in 0.3)."""
+
+from dpllm._moved import alias
+
+alias(__name__, "dpllm.weekly.report")
