@@ -60,12 +60,17 @@ class ApiKeyMiddleware:
 
 
 def _bearer(scope: Scope) -> str | None:
+    """The token of ``Authorization: Bearer <token>``, exactly as sent.
+
+    One space after the scheme and a token without whitespace: a key with stray
+    whitespace is not the key (nothing is stripped, so the only token that
+    authenticates is the configured key itself, byte for byte).
+    """
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
             text: str = bytes(value).decode("latin-1")
             scheme, _, token = text.partition(" ")
-            token = token.strip()
-            if scheme.lower() == "bearer" and token:
+            if scheme.lower() == "bearer" and token and not any(c.isspace() for c in token):
                 return token
             return None
     return None
