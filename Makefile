@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: demo test check format install install-dev clean bench
+.PHONY: demo test check format install install-dev clean bench mutate
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +25,8 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/dpllm weekly --demo
 
 check: $(VENV)/.installed-dev
-	$(VENV)/bin/ruff check dpllm tests bench examples
-	$(VENV)/bin/ruff format --check dpllm tests bench examples
+	$(VENV)/bin/ruff check dpllm tests bench examples scripts
+	$(VENV)/bin/ruff format --check dpllm tests bench examples scripts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/dpllm templates lint
 
@@ -34,8 +34,8 @@ test: check
 	$(PY) -m pytest
 
 format: $(VENV)/.installed-dev
-	$(VENV)/bin/ruff check --fix dpllm tests bench examples
-	$(VENV)/bin/ruff format dpllm tests bench examples
+	$(VENV)/bin/ruff check --fix dpllm tests bench examples scripts
+	$(VENV)/bin/ruff format dpllm tests bench examples scripts
 
 bench: $(VENV)/.installed-dev
 	$(PY) bench/ledger_bench.py
@@ -43,5 +43,9 @@ bench: $(VENV)/.installed-dev
 	$(PY) bench/redact_bench.py
 	$(PY) bench/proxy_bench.py
 
+# Mutation testing of the promise-carrying modules (~30 min on 2 cores); see docs/mutation.md.
+mutate: $(VENV)/.installed-dev
+	$(PY) scripts/mutate.py $(GROUPS)
+
 clean:
-	rm -rf $(VENV) build dist .mypy_cache .ruff_cache .pytest_cache demo-out dpllm-demo
+	rm -rf $(VENV) build dist mutants .mypy_cache .ruff_cache .pytest_cache demo-out dpllm-demo
