@@ -133,7 +133,11 @@ def main(argv: list[str]) -> int:
         return 2
     OUT.mkdir(parents=True, exist_ok=True)
     report = [run_group(n) for n in names]
-    (OUT / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    # Keep the other groups' last results: the report accumulates group by group.
+    path = OUT / "report.json"
+    earlier = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+    merged = {r["group"]: r for r in earlier} | {r["group"]: r for r in report}
+    path.write_text(json.dumps(list(merged.values()), indent=2), encoding="utf-8")
     print(f"\n{'group':<12}{'mutants':>9}{'killed':>8}{'rate':>8}{'time':>9}")
     for r in report:
         total, killed = int(r["mutants"]), int(r["killed"])  # type: ignore[call-overload]
