@@ -110,7 +110,7 @@ def test_config_and_data_errors_have_their_codes(
     assert code == 2
 
 
-def test_model_failure_exits_4_after_writing_the_fallback(
+def test_model_failure_exits_5_after_writing_the_fallback(
     tmp_path: Path, demo: tuple[Path, DemoData]
 ) -> None:
     db, _ = demo
@@ -157,3 +157,4 @@ def test_last_complete_week(today: dt.date, week: str) -> None:
 def test_help_documents_the_exit_codes() -> None:
     out = CliRunner().invoke(app, ["weekly", "--help"]).output
     assert "3 budget exhausted" in " ".join(out.split())
+    assert " ".join(out.split()).count("Exit codes") == 1
