@@ -26,6 +26,7 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import sqlite3
 import sys
 import traceback
 from collections.abc import Iterator
@@ -110,7 +111,7 @@ def exit_code_for(exc: BaseException) -> ExitCode:
         return ExitCode.UNAVAILABLE
     if isinstance(exc, UnicodeError):
         return ExitCode.USAGE
-    if isinstance(exc, OSError):
+    if isinstance(exc, OSError | sqlite3.Error):
         return ExitCode.UNAVAILABLE
     if isinstance(exc, e.DPLLMError):
         return ExitCode.USAGE
@@ -127,6 +128,8 @@ def _message(exc: BaseException) -> str:
             f"cannot decode the input ({exc.__class__.__name__}: {exc}); "
             "pass --encoding with the file's encoding (e.g. --encoding gbk)"
         )
+    if isinstance(exc, sqlite3.Error):
+        return f"cannot use the SQLite database: {exc}; check the path and its permissions"
     if isinstance(exc, OSError):
         where = f" {exc.filename}" if exc.filename else ""
         return f"cannot use{where}: {exc.strerror or exc}; check the path and its permissions"

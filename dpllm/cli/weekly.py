@@ -157,6 +157,7 @@ def weekly(
 
     if week is None:
         week = DEMO_END_WEEK if demo else last_complete_week(dt.datetime.now(dt.UTC).date())
+    _check_week(week)
     try:
         if demo and _ensure_demo_data(settings):
             info(f"generated demo data in {settings.resolve(settings.data.path)}")
@@ -182,6 +183,16 @@ def weekly(
             f"template text, redacted and guarded) was written to {folder}",
             ExitCode.MODEL,
         )
+
+
+def _check_week(week: str) -> None:
+    from dpllm.errors import DataError
+    from dpllm.windows import parse_week
+
+    try:
+        parse_week(week)
+    except DataError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--week") from None
 
 
 def _run(
