@@ -125,8 +125,8 @@ def _message(exc: BaseException) -> str:
         return str(exc)
     if isinstance(exc, UnicodeError):
         return (
-            f"cannot decode the input ({exc.__class__.__name__}: {exc}); "
-            "pass --encoding with the file's encoding (e.g. --encoding gbk)"
+            f"cannot decode the input ({exc.__class__.__name__}: {exc}); save it as UTF-8, "
+            "or pass the file's encoding where the command takes --encoding"
         )
     if isinstance(exc, sqlite3.Error):
         return f"cannot use the SQLite database: {exc}; check the path and its permissions"
