@@ -10,7 +10,7 @@ Neither reads any data nor touches the real ledger.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -164,6 +164,11 @@ class _Console:
 
 
 def _plot(weeks: list[SimulatedWeek], out: Path, *, title: str, sym: str) -> None:
+    burn_figure(weeks, title=title, sym=sym).savefig(out, dpi=110)
+
+
+def burn_figure(weeks: list[SimulatedWeek], *, title: str, sym: str) -> Any:
+    """The budget-burn chart as a matplotlib ``Figure`` (tests read its texts back)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -183,15 +188,19 @@ def _plot(weeks: list[SimulatedWeek], out: Path, *, title: str, sym: str) -> Non
             color="#de2d26",
             label="lifetime budget left",
         )
-    for i, w in enumerate(weeks, start=1):
-        if w.refused:
-            ax.axvline(i, color="#de2d26", alpha=0.25)
+    refused = [i for i, w in enumerate(weeks, start=1) if w.refused]
+    for n, i in enumerate(refused):
+        # One legend entry for all the refused weeks' lines.
+        ax.axvline(
+            i, color="#de2d26", alpha=0.25, label="week with a refused release" if n == 0 else None
+        )
     ax.set_xticks(x, [w.window for w in weeks], rotation=60, fontsize=7)
-    ax.set_ylabel(sym)
+    ax.set_xlabel("simulated week")
+    ax.set_ylabel(f"privacy budget ({sym})")
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    return fig
 
 
 def simulate(
