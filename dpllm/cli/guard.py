@@ -73,7 +73,11 @@ def check(
     from dpllm.guard import Guard
 
     text = read_text_input(file, encoding=encoding)
-    guard = Guard(load_releases(releases), unsupported=unsupported)
+    loaded = load_releases(releases)
+    # As in the weekly job: the small-count threshold ("fewer than 5") is public
+    # wording, not a figure.
+    thresholds = {r.small_threshold for r in loaded if r.small_threshold}
+    guard = Guard(loaded, unsupported=unsupported, allowed_constants=thresholds)
     report = guard.check(text, language=language)
     if as_json:
         print_json(
