@@ -91,7 +91,7 @@ EXIT_CODES_HELP = (
 
 def exit_code_for(exc: BaseException) -> ExitCode:
     """The documented exit code of an exception that ends a command."""
-    from dpllm import errors as e
+    import dpllm.errors as e
 
     if isinstance(exc, KeyboardInterrupt):
         return ExitCode.INTERRUPTED
@@ -287,8 +287,8 @@ class DpllmGroup(TyperGroup):
 
         try:
             return super().invoke(ctx)
-        except (typer.Exit, ClickException, typer.Abort):
-            raise
+        except (typer.Exit, ClickException, typer.Abort, BrokenPipeError):
+            raise  # Typer's own handling: messages, usage errors, `| head` closing the pipe
         except KeyboardInterrupt:
             typer.echo("interrupted", err=True)
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None

@@ -167,3 +167,21 @@ def test_quiet_silences_notes_and_verbose_shows_a_bug_traceback(
     assert "Traceback" not in result.output
     verbose = CliRunner().invoke(app, ["demo-data", "--out", "x.db", "--verbose"])
     assert verbose.exit_code == ExitCode.INTERNAL and "Traceback" in verbose.output
+
+
+def test_long_steps_print_plain_lines_when_piped_and_nothing_when_quiet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.weekly.helpers import shared_redactor
+
+    monkeypatch.setattr("dpllm.redact.Redactor", lambda **_: shared_redactor())
+    text = "Write to ana.lopez@example.com about week 47.\n"
+    result = CliRunner().invoke(app, ["redact", "-"], input=text)
+    assert result.exit_code == 0, result.output
+    assert "ana.lopez@example.com" not in result.stdout
+    assert result.stderr.splitlines()[:2] == [
+        "loading the redactor (Presidio, spaCy, jieba) …",
+        f"redacting {len(text)} characters …",
+    ]
+    quiet = CliRunner().invoke(app, ["redact", "-", "--quiet"], input=text)
+    assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == result.stdout
