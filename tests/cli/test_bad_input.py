@@ -236,3 +236,22 @@ def test_budget_refused_exits_3_in_stats(tmp_path: Path) -> None:
     code, out = _run([*args, "--pool", "tiny"])
     _clean(code, out, ExitCode.BUDGET, "tiny")
     assert SQLiteLedger(ledger).balance("tiny", "2026-W47").spent == 0
+
+
+def test_no_permission_message_even_as_root(
+    files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As root a mode-000 file is readable, so the OS refusal is simulated at read time."""
+    real = Path.read_bytes
+    target = files["noperm"]
+
+    def read_bytes(self: Path) -> bytes:
+        if self == target:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    code, out = _run(["guard", "check", "-r", str(files["rels"]), str(target)])
+    _clean(code, out, 2, "no permission to read", str(target))
+    code, out = _run(["redact", str(target)])
+    _clean(code, out, 2, "no permission to read")
