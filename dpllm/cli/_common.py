@@ -24,6 +24,7 @@ This module only imports Typer and the standard library at import time, so
 from __future__ import annotations
 
 import codecs
+import functools
 import json
 import os
 import sqlite3
@@ -178,7 +179,15 @@ def _remember(key: str) -> Any:
 
 
 def _verbosity_params() -> list[Any]:
-    """Fresh ``--quiet``/``--verbose`` parameters (built by Typer, so help renders them)."""
+    """Fresh ``--quiet``/``--verbose`` parameters (copies of one Typer-built template)."""
+    import copy
+
+    return [copy.copy(p) for p in _verbosity_template()]
+
+
+@functools.cache
+def _verbosity_template() -> tuple[Any, ...]:
+    """``--quiet``/``--verbose`` built by Typer once (so help renders them like any option)."""
     template = typer.Typer(add_completion=False)
 
     @template.command()
@@ -206,7 +215,7 @@ def _verbosity_params() -> list[Any]:
     ) -> None:
         """Template of the shared options."""
 
-    return list(typer.main.get_command(template).params)
+    return tuple(typer.main.get_command(template).params)
 
 
 JsonOption = Annotated[
