@@ -246,6 +246,34 @@ class _Argument(TyperArgument):
         return name + ("..." if self.nargs != 1 else "")
 
 
+def _show_help(ctx: Any, param: Any, value: bool) -> None:
+    """``--help``: Typer's rich help; when stdout is not a terminal, without trailing spaces."""
+    if not value or ctx.resilient_parsing:
+        return
+    if sys.stdout.isatty():
+        typer.echo(ctx.get_help(), color=ctx.color)
+        ctx.exit()
+    import contextlib
+    import io
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):  # Typer's rich help prints to sys.stdout
+        text = ctx.get_help()
+    lines = (buffer.getvalue() + text).splitlines()
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    typer.echo("\n".join(line.rstrip() for line in lines))
+    ctx.exit()
+
+
+def _own_help_option(command: Any, help_names: list[str]) -> None:
+    # The help option is built lazily; build it now so it renders like any flag.
+    help_option = command.get_help_option(typer.Context(command, help_option_names=help_names))
+    if help_option is not None:
+        help_option.metavar = ""
+        help_option.callback = _show_help
+
+
 def _polish(command: Any, help_names: list[str]) -> None:
     """Apply the convention to one built command and, recursively, its subcommands."""
     params = list(command.params)
@@ -262,11 +290,7 @@ def _polish(command: Any, help_names: list[str]) -> None:
                 param.metavar = param.name.upper()
             if type(param) is TyperArgument:
                 param.__class__ = _Argument
-    # The help option is built lazily; build it now so it renders like any flag.
-    ctx = typer.Context(command, help_option_names=help_names)
-    help_option = command.get_help_option(ctx)
-    if help_option is not None:
-        help_option.metavar = ""
+    _own_help_option(command, help_names)
     if is_group:
         for sub in command.commands.values():
             _polish(sub, help_names)
@@ -282,6 +306,7 @@ class DpllmGroup(TyperGroup):
         super().__init__(*args, **kwargs)
         for sub in self.commands.values():
             _polish(sub, HELP_OPTION_NAMES)
+        _own_help_option(self, HELP_OPTION_NAMES)
 
     def get_params(self, ctx: Any) -> list[Any]:
         # Typer appends the completion options after __init__, so flags are fixed here.

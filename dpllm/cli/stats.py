@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from dpllm.cli._common import JsonOption, emit, exit_code_for, fail, print_json
+from dpllm.cli._common import JsonOption, emit, exit_code_for, fail, print_json, status
 
 if TYPE_CHECKING:
     from dpllm.data.engines import Engine
@@ -112,7 +112,8 @@ def stats(
             columns=columns,
             salt=bytes.fromhex(salt_hex) if salt_hex else None,
         )
-        releases = runner.release_all({q: catalogue[q] for q in wanted}, week)
+        with status(f"computing DP statistics for {week} (cached releases are free)"):
+            releases = runner.release_all({q: catalogue[q] for q in wanted}, week)
         balance = ledger.balance(pool, week)
     except DPLLMError as exc:
         raise fail(str(exc), exit_code_for(exc)) from None

@@ -83,6 +83,7 @@ def test_help_renders_cleanly(path: str, cmd: Any) -> None:
     assert "``" not in out and "`" not in out, "raw backticks"
     assert " ".join(out.split()).count("Exit codes") <= 1, "exit codes printed twice"
     assert "Traceback" not in out
+    assert all(line == line.rstrip() for line in out.splitlines()), "trailing spaces when piped"
     usage = next(line for line in out.splitlines() if "Usage:" in line)
     for arg in (p for p in cmd.params if p.param_type_name == "argument"):
         assert arg.name.upper() in usage, f"{path}: argument {arg.name} not upper-case in usage"
