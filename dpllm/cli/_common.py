@@ -26,7 +26,6 @@ from __future__ import annotations
 import codecs
 import functools
 import json
-import os
 import sqlite3
 import sys
 import traceback
@@ -44,10 +43,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXIT_CODES_HELP",
+    "HELP_OPTION_NAMES",
+    "DpllmGroup",
     "EncodingOption",
     "ExitCode",
     "JsonOption",
-    "DpllmGroup",
     "console",
     "emit",
     "exit_code_for",
@@ -58,6 +58,7 @@ __all__ = [
     "print_json",
     "read_text_input",
     "status",
+    "steps",
 ]
 
 
@@ -398,7 +399,7 @@ def status(message: str) -> Iterator[None]:
 # ---------------------------------------------------------------- input
 
 
-def read_text_input(file: str, *, encoding: str = "utf-8", what: str = "input") -> str:
+def read_text_input(file: str, *, encoding: str = "utf-8") -> str:
     """The text of ``file`` (or standard input for ``-``), decoded with ``encoding``.
 
     Raises:
@@ -442,11 +443,6 @@ def read_text_input(file: str, *, encoding: str = "utf-8", what: str = "input") 
             f"encoding{hint}"
         ) from None
     return text.removeprefix("\ufeff")
-
-
-def environ() -> dict[str, str]:
-    """The environment (read at this edge only)."""
-    return dict(os.environ)
 
 
 @contextmanager

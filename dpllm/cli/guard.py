@@ -33,7 +33,7 @@ def load_releases(path: Path) -> list[Any]:
     from dpllm.release import read_releases_document
 
     try:
-        text = read_text_input(str(path), what="releases file")
+        text = read_text_input(str(path))
     except InputError as exc:
         raise GuardError(f"releases file: {exc}") from None
     try:

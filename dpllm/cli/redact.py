@@ -138,7 +138,7 @@ def register(app: typer.Typer) -> None:
         from dpllm.redact.evaluate import evaluate, load_corpus
 
         _quiet_jieba()
-        read_text_input(str(corpus), what="corpus")  # a clear error for a missing/odd file
+        read_text_input(str(corpus))  # a clear error for a missing/odd file
         try:
             records = load_corpus(corpus)
         except RedactionError as exc:
