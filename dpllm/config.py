@@ -245,6 +245,10 @@ class Settings:
             raise ConfigError(
                 f"cannot read config file {p}: {exc.strerror}; create one with `dpllm init`"
             ) from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"config file {p} is not UTF-8 text (byte {exc.start}); save it as UTF-8"
+            ) from None
         return cls.parse(text, base_dir=str(p.resolve().parent))
 
     @classmethod

@@ -27,6 +27,7 @@ keeps working for code that does not know dpllm::
     │   └── TemplateUndefinedError (TemplateError, NameError)  a variable is missing
     ├── RedactionError (RuntimeError)            Presidio set-up or analysis
     ├── GuardError (ValueError)                  guard input (e.g. releases file)
+    ├── InputError (ValueError)                  an unusable file or value given by a user
     └── ModelError (RuntimeError)                the language-model call
         ├── ModelUnreachable (ModelError, ConnectionError)
         ├── ModelAuthError (ModelError, PermissionError)
@@ -49,6 +50,7 @@ __all__ = [
     "DataError",
     "DuplicateReport",
     "GuardError",
+    "InputError",
     "InvalidPrivacyParameter",
     "InvalidReport",
     "LedgerError",
@@ -215,6 +217,11 @@ class RedactionError(DPLLMError, RuntimeError):
 
 class GuardError(DPLLMError, ValueError):
     """The precision guard was given unusable input."""
+
+
+class InputError(DPLLMError, ValueError):
+    """A file or value given by a user cannot be used (missing, a directory, unreadable,
+    binary, not in the stated encoding …); the message says what to do instead."""
 
 
 class ModelError(DPLLMError, RuntimeError):

@@ -32,7 +32,17 @@ from typing import Any
 
 from dpllm.errors import InvalidPrivacyParameter, RawReleaseError
 
-__all__ = ["MICRO", "Cost", "Measure", "Release", "to_micro"]
+__all__ = [
+    "MICRO",
+    "RELEASES_SCHEMA",
+    "RENAMED",
+    "Cost",
+    "Measure",
+    "Release",
+    "read_releases_document",
+    "releases_document",
+    "to_micro",
+]
 
 MICRO = 1_000_000
 """Micro-units per unit of ε or ρ."""
@@ -459,3 +469,82 @@ class Release:
     ) -> Release:
         """A copy with new values/intervals (used by post-processing helpers)."""
         return replace(self, values=tuple(values), intervals=tuple(intervals), **changes)
+
+
+# ---------------------------------------------------------------- the releases file
+
+RELEASES_SCHEMA = "dpllm.releases/1"
+"""The ``schema`` tag of the one JSON format for a set of releases.
+
+``dpllm weekly`` writes it (as part of ``report.json``), ``dpllm stats --json``
+prints it and ``dpllm guard check -r`` reads it::
+
+    {"schema": "dpllm.releases/1", "window": "2026-W47",
+     "releases": {"<name>": Release.to_dict(), …},   # charged releases
+     "derived": {"<name>": Release.to_dict(), …},    # free post-processing of them
+     …}                                              # other keys are ignored
+
+Readers also accept, for one release more, the older shapes: a list of
+release records, ``{"releases": [record, …]}``, and the old ``stats --json``
+object (``{name: record, …, "_budget": …}``); the old share names
+``share_high``/``share_low`` are read as ``share_positive``/``share_negative``.
+"""
+
+RENAMED: Mapping[str, str] = {"share_high": "share_positive", "share_low": "share_negative"}
+"""Old release names → current ones (read for one release more; see CHANGELOG)."""
+
+
+def releases_document(
+    releases: Mapping[str, Release],
+    derived: Mapping[str, Release] | None = None,
+    *,
+    window: str | None,
+) -> dict[str, Any]:
+    """The releases as a ``dpllm.releases/1`` JSON object (see :data:`RELEASES_SCHEMA`)."""
+    return {
+        "schema": RELEASES_SCHEMA,
+        "window": window,
+        "releases": {name: rel.to_dict() for name, rel in releases.items()},
+        "derived": {name: rel.to_dict() for name, rel in (derived or {}).items()},
+    }
+
+
+def read_releases_document(data: Any) -> dict[str, Release]:
+    """Every release (charged and derived) of a releases document, by name.
+
+    Raises:
+        InvalidPrivacyParameter: not a releases document, or a malformed record.
+    """
+
+    def records(value: Any, where: str) -> dict[str, Any]:
+        if isinstance(value, list):
+            return {str(r.get("name", i)) if isinstance(r, dict) else str(i): r
+                    for i, r in enumerate(value)}  # fmt: skip
+        if isinstance(value, dict):
+            return dict(value)
+        raise InvalidPrivacyParameter(f"{where} must be an object of release records")
+
+    if isinstance(data, list):
+        found = records(data, "the list")
+    elif isinstance(data, dict) and "releases" in data:
+        found = records(data["releases"], "'releases'")
+        found.update(records(data.get("derived") or {}, "'derived'"))
+    elif isinstance(data, dict) and all(
+        isinstance(v, dict) and "values" in v for k, v in data.items() if not k.startswith("_")
+    ):
+        found = {k: v for k, v in data.items() if not k.startswith("_")}
+    else:
+        raise InvalidPrivacyParameter(
+            f"not a releases document: expected an object with a 'releases' key "
+            f"(schema {RELEASES_SCHEMA}, as written by dpllm weekly and dpllm stats --json)"
+        )
+    out: dict[str, Release] = {}
+    for name, record in found.items():
+        if not isinstance(record, dict):
+            raise InvalidPrivacyParameter(f"release {name!r} is not an object")
+        release = Release.from_dict(record)
+        head, dot, tail = release.name.rpartition(".")
+        if tail in RENAMED:
+            release = replace(release, name=head + dot + RENAMED[tail])
+        out[RENAMED.get(name, name)] = release
+    return out

@@ -18,7 +18,7 @@ from pathlib import Path
 from dpllm.config import Settings
 from dpllm.data.demo import DEMO_COURSES, DEMO_END_WEEK, generate_demo, write_demo
 from dpllm.weekly.job import run_weekly
-from dpllm.weekly.report import write_report
+from dpllm.weekly.report import describe_source, write_report
 from dpllm.weekly.wiring import build_redactor
 
 HERE = Path(__file__).resolve().parent
@@ -40,7 +40,7 @@ def main(folder: Path = Path("weekly-example")) -> None:
     for run in ("first run", "rerun"):
         report = run_weekly(settings, DEMO_END_WEEK, courses=DEMO_COURSES, redactor=redactor)
         spent = report.spent.describe() if report.fresh else "nothing (cached releases)"
-        print(f"{run}: charged {spent}; text from the {report.generation.source}")
+        print(f"{run}: charged {spent}; text from {describe_source(report)}")
 
     written = write_report(report, settings.resolve(settings.output_dir) / report.week)
     print(report.text)

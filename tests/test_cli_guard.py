@@ -67,3 +67,48 @@ def test_bad_releases_file_exits_2(tmp_path: Path) -> None:
     bad.write_text('{"nope": 1}')
     result = CliRunner().invoke(app, ["guard", "check", "-r", str(bad)], input="x")
     assert result.exit_code == 2
+
+
+def _share(name: str) -> Release:
+    return Release(
+        name=f"rating_histogram.{name}",
+        values=(0.72,),
+        intervals=((0.66, 0.78),),
+        mechanism="derived",
+        noise_scale=4.0,
+        cost=Cost.pure(0.5),
+        fingerprint="fp-hist",
+        kind="proportion",
+        unit="share",
+    )
+
+
+def test_reads_the_weekly_report_json_and_stats_json(tmp_path: Path) -> None:
+    from dpllm.release import RELEASES_SCHEMA, releases_document
+
+    doc = releases_document(
+        {"responses": RELEASE}, {"share_positive": _share("share_positive")}, window="2026-W47"
+    )
+    report = {**doc, "text": "…", "attempts": [], "budget": [], "week": "2026-W47"}
+    report["releases"] = {n: {**r, "charged_this_run": True} for n, r in report["releases"].items()}
+    stats = {**doc, "budget": {"pool": "stats", "spent_micro": 1}}
+    for payload in (report, stats):
+        assert payload["schema"] == RELEASES_SCHEMA
+        path = tmp_path / "doc.json"
+        path.write_text(json.dumps(payload), encoding="utf-8")
+        result = CliRunner().invoke(
+            app, ["guard", "check", "-r", str(path), "--json"], input="About 72% liked it; 157."
+        )
+        assert result.exit_code == 1, result.output
+        [item] = json.loads(result.stdout)
+        assert item["release"] == "responses" and item["mention"] == "157"
+
+
+def test_old_share_names_and_old_stats_shape_are_still_read(tmp_path: Path) -> None:
+    from dpllm.cli.guard import load_releases
+
+    old = {"share_high": _share("share_high").to_dict(), "_budget": {"spent_micro": 1}}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old), encoding="utf-8")
+    [release] = load_releases(path)
+    assert release.name == "rating_histogram.share_positive"

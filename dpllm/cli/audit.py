@@ -12,6 +12,8 @@ from pathlib import Path
 
 import typer
 
+from dpllm.cli._common import ExitCode, JsonOption, emit, fail, info, print_json, status
+
 
 def register(app: typer.Typer) -> None:
     group = typer.Typer(
@@ -36,34 +38,65 @@ def audit(
     planted_bug: bool = typer.Option(
         False, help="Add a deliberately mis-calibrated query: the audit must fail."
     ),
+    as_json: JsonOption = False,
 ) -> None:
     """Audit every mechanism and catalogue query over neighbouring datasets."""
     if ctx.invoked_subcommand is not None:
         return
-    from rich.console import Console
     from rich.table import Table
 
     from dpllm.assess.audit_suite import audit_catalogue, audit_mechanisms
     from dpllm.errors import DPLLMError
 
-    console = Console()
     alpha = 1e-6
     try:
-        mechs = audit_mechanisms(n_select=select, n_estimate=samples, alpha=alpha)
-        queries = audit_catalogue(
-            engine=engine,
-            n_select=select,
-            n_estimate=samples,
-            alpha=alpha,
-            game_trials=game_trials,
-            planted_bug=planted_bug,
-        )
+        with status(f"auditing the mechanisms ({samples:,} samples per side)"):
+            mechs = audit_mechanisms(n_select=select, n_estimate=samples, alpha=alpha)
+        with status(f"auditing the catalogue queries through the {engine} engine"):
+            queries = audit_catalogue(
+                engine=engine,
+                n_select=select,
+                n_estimate=samples,
+                alpha=alpha,
+                game_trials=game_trials,
+                planted_bug=planted_bug,
+            )
     except DPLLMError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        raise fail(str(exc), ExitCode.USAGE) from exc
+    failed = [m.name for m in mechs if not m.passed] + [q.name for q in queries if not q.passed]
+    if as_json:
+        print_json(
+            {
+                "alpha": alpha,
+                "passed": not failed,
+                "mechanisms": [
+                    {
+                        "name": m.name,
+                        "claimed_epsilon": m.claimed_epsilon,
+                        "delta": m.delta,
+                        "empirical_epsilon": m.result.empirical_epsilon,
+                        "passed": m.passed,
+                    }
+                    for m in mechs
+                ],
+                "queries": [
+                    {
+                        "name": q.name,
+                        "claimed_epsilon": q.claimed_epsilon,
+                        "empirical_epsilon": q.empirical_epsilon,
+                        "worst_pair": q.worst_scenario,
+                        "mi_accuracy": q.game.accuracy if q.game else None,
+                        "mi_ceiling": q.game.ceiling if q.game else None,
+                        "passed": q.passed,
+                    }
+                    for q in queries
+                ],
+            }
+        )
+        raise typer.Exit(int(ExitCode.FINDINGS) if failed else 0)
 
     def verdict(ok: bool) -> str:
-        return "[green]ok[/green]" if ok else "[red bold]VIOLATION[/red bold]"
+        return "[green]ok[/green]" if ok else "[red bold]VIOLATION[/red bold]"  # rich markup
 
     mt = Table(title="Mechanisms at |v⁰ − v¹| = Δ")
     for col in ("mechanism", "claimed ε", "δ", "empirical ε ≥", "verdict"):
@@ -76,7 +109,7 @@ def audit(
             f"{m.result.empirical_epsilon:.4f}",
             verdict(m.passed),
         )
-    console.print(mt)
+    emit(mt)
     qt = Table(title=f"Catalogue queries through the {engine} engine, 7 neighbouring pairs each")
     for col in (
         "query",
@@ -99,20 +132,19 @@ def audit(
             f"{game.ceiling:.4f}" if game else "-",
             verdict(q.passed),
         )
-    console.print(qt)
+    emit(qt)
     n_audits = len(mechs) + (queries[-1].audits if queries else 0)
-    console.print(
+    typer.echo(
         f"Each bound holds with probability ≥ 1 − 2α (α = {alpha:g}, Clopper–Pearson, "
         f"{select:,} selection + {samples:,} estimation samples per side); over {n_audits} "
         f"distinct audits all hold with probability ≥ {1 - 2 * alpha * n_audits:.6f}. "
         "The membership-inference attacker is the likelihood-ratio test; it must not beat "
         "e^ε/(1+e^ε)."
     )
-    failed = [m.name for m in mechs if not m.passed] + [q.name for q in queries if not q.passed]
     if failed:
-        console.print(f"[red bold]audit failed:[/red bold] {', '.join(failed)}")
-        raise typer.Exit(1)
-    console.print("[green]audit passed: no empirical ε exceeds its claim[/green]")
+        typer.echo(f"audit failed: {', '.join(failed)}")
+        raise typer.Exit(int(ExitCode.FINDINGS))
+    typer.echo("audit passed: no empirical ε exceeds its claim")
 
 
 def utility(
@@ -125,6 +157,7 @@ def utility(
     ),
     window: str = typer.Option("2026-W47", help="The week of --data to use."),
     out: Path = typer.Option(Path("utility.png"), help="Where to write the PNG."),
+    as_json: JsonOption = False,
 ) -> None:
     """Plot relative error against ε for one query (synthetic data by default)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -137,14 +170,14 @@ def utility(
         grid = parse_eps_range(eps, points=points)
         curve = utility_curve(query, grid, data=data, window=window, trials=trials)
     except DPLLMError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        raise fail(str(exc), ExitCode.USAGE) from exc
     if data is None:
-        typer.echo("utility curve on synthetic data (no real records were read).")
+        info("utility curve on synthetic data (no real records were read).")
     else:
         typer.echo(
-            f"NOTICE: this utility curve compares noisy releases with the exact values of {data}: "
-            "it reads the real data and is NOT differentially private. Keep it internal."
+            err=True,
+            message=f"NOTICE: this utility curve compares noisy releases with the exact values of {data}: "
+            "it reads the real data and is NOT differentially private. Keep it internal.",
         )
     fig = Figure(figsize=(7, 4.5))
     FigureCanvasAgg(fig)
@@ -160,6 +193,23 @@ def utility(
     ax.legend()
     fig.tight_layout()
     fig.savefig(out, dpi=110)
+    if as_json:
+        print_json(
+            {
+                "query": query,
+                "synthetic": data is None,
+                "plot": str(out),
+                "points": [
+                    {
+                        "epsilon": p.epsilon,
+                        "median_relative_error": p.median_relative_error,
+                        "p90_relative_error": p.p90_relative_error,
+                    }
+                    for p in curve
+                ],
+            }
+        )
+        return
     for p in curve:
         typer.echo(
             f"ε = {p.epsilon:<8.4g} median {p.median_relative_error:.2%}  "

@@ -11,15 +11,14 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from decimal import Decimal
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
+from dpllm.cli._common import JsonOption, emit, exit_code_for, fail, print_json
 from dpllm.errors import DPLLMError
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from dpllm.ledger.base import PoolSpec
     from dpllm.ledger.sqlite import SQLiteLedger
 
@@ -49,9 +48,8 @@ def register(app: typer.Typer) -> None:
     app.add_typer(budget_app, name="budget")
 
 
-def _fail(error: Exception) -> NoReturn:
-    typer.echo(f"error: {error}", err=True)
-    raise typer.Exit(code=1)
+def _fail(error: DPLLMError) -> NoReturn:
+    raise fail(str(error), exit_code_for(error))
 
 
 def _open(path: str) -> SQLiteLedger:
@@ -63,13 +61,15 @@ def _open(path: str) -> SQLiteLedger:
         _fail(exc)
 
 
-def _console() -> Console:
-    from rich.console import Console
+class _Printer:
+    """Collects renderables and prints them the CLI's way (unwrapped when piped)."""
 
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=160)
-    return console
+    def print(self, item: Any) -> None:
+        emit(item)
+
+
+def _console() -> _Printer:
+    return _Printer()
 
 
 def _amount(micro: int) -> str:
@@ -98,17 +98,22 @@ def show(
     ledger_path: LedgerOption = DEFAULT_LEDGER_PATH,
     window: Annotated[str | None, typer.Option(help="Only this window (2026-W47).")] = None,
     pool: Annotated[str | None, typer.Option(help="Only this pool.")] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Balances per pool and window, lifetime totals, and the worst-case loss per user."""
     from rich.table import Table
 
+    from dpllm.errors import DataError
     from dpllm.ledger.base import ChargeStatus
     from dpllm.windows import parse_week
 
+    if window is not None:
+        try:
+            parse_week(window)
+        except DataError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--window") from None
     ledger = _open(ledger_path)
     try:
-        if window is not None:
-            parse_week(window)
         pools = {p.name: p for p in ledger.pools()}
         if pool is not None and pool not in pools:
             ledger.balance(pool, window or "2026-W01")  # raises UnknownPool
@@ -120,6 +125,37 @@ def show(
         unreleased = ledger.unreleased()
     except DPLLMError as exc:
         _fail(exc)
+    if as_json:
+        print_json(
+            {
+                "ledger": ledger_path,
+                "pools": [
+                    {
+                        "name": spec.name,
+                        "measure": spec.measure.value,
+                        "lifetime_spent_micro": ledger.lifetime_spent(spec.name),
+                        "lifetime_cap_micro": spec.lifetime_cap,
+                    }
+                    for spec in pools.values()
+                    if pool is None or spec.name == pool
+                ],
+                "balances": [
+                    asdict(b) | {"measure": b.measure.value, "remaining": b.remaining}
+                    for b in balances
+                ],
+                "unreleased": [
+                    {
+                        "query_id": r.query_id,
+                        "pool": r.pool,
+                        "window": r.window,
+                        "cost": r.cost.to_dict(),
+                        "status": r.status.value,
+                    }
+                    for r in unreleased
+                ],
+            }
+        )
+        return
     console = _console()
     if not pools:
         console.print("No pools are configured in this ledger yet.")
@@ -199,7 +235,7 @@ def show(
 @budget_app.command("history")
 def history(
     ledger_path: LedgerOption = DEFAULT_LEDGER_PATH,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines' array.")] = False,
+    as_json: JsonOption = False,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the most recent N.")] = None,
 ) -> None:
     """The audit log: every charge, refusal, refund, approval and cache hit."""
@@ -228,6 +264,7 @@ def history(
 def pending(
     ledger_path: LedgerOption = DEFAULT_LEDGER_PATH,
     show_all: Annotated[bool, typer.Option("--all", help="Include decided tickets.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Requests waiting for approval."""
     from rich.table import Table
@@ -237,6 +274,23 @@ def pending(
         tickets = ledger.pending(status=None if show_all else "pending")
     except DPLLMError as exc:
         _fail(exc)
+    if as_json:
+        print_json(
+            [
+                {
+                    "ticket": t.ticket,
+                    "status": t.status,
+                    "pool": t.pool,
+                    "window": t.window,
+                    "cost": t.cost.to_dict(),
+                    "analyst": t.analyst,
+                    "query_id": t.query_id,
+                    "description": t.description,
+                }
+                for t in tickets
+            ]
+        )
+        return
     console = _console()
     if not tickets:
         console.print("No requests are waiting for approval.")
@@ -252,6 +306,17 @@ def pending(
     console.print(table)
 
 
+def _decision(status: str, ticket: str, request: Any, by: str) -> dict[str, Any]:
+    return {
+        "ticket": ticket,
+        "status": status,
+        "pool": request.pool,
+        "window": request.window,
+        "cost": request.cost.to_dict(),
+        "by": by,
+    }
+
+
 @budget_app.command("approve")
 def approve(
     ticket: Annotated[str, typer.Argument(help="The ticket id (see `dpllm budget pending`).")],
@@ -261,6 +326,7 @@ def approve(
         typer.Option("--from", help="Reserve pool to move the budget from (default: its reserve)."),
     ] = None,
     by: Annotated[str, typer.Option("--by", help="Approver, for the audit log.")] = "admin",
+    as_json: JsonOption = False,
 ) -> None:
     """Approve a queued request: move budget from a reserve; the query then runs once."""
     ledger = _open(ledger_path)
@@ -268,6 +334,9 @@ def approve(
         request = ledger.approve(ticket, approver=by, from_pool=from_pool)
     except DPLLMError as exc:
         _fail(exc)
+    if as_json:
+        print_json(_decision("approved", ticket, request, by))
+        return
     source = f" from {from_pool!r}" if from_pool else ""
     typer.echo(
         f"approved ticket {ticket}: {request.cost.describe()} for pool {request.pool!r} in "
@@ -281,6 +350,7 @@ def deny(
     ledger_path: LedgerOption = DEFAULT_LEDGER_PATH,
     reason: Annotated[str, typer.Option(help="Why, for the audit log.")] = "",
     by: Annotated[str, typer.Option("--by", help="Approver, for the audit log.")] = "admin",
+    as_json: JsonOption = False,
 ) -> None:
     """Deny a queued request; retries of that query are refused."""
     ledger = _open(ledger_path)
@@ -288,4 +358,7 @@ def deny(
         request = ledger.deny(ticket, approver=by, reason=reason)
     except DPLLMError as exc:
         _fail(exc)
+    if as_json:
+        print_json(_decision("denied", ticket, request, by))
+        return
     typer.echo(f"denied ticket {ticket} ({request.cost.describe()} for pool {request.pool!r}).")

@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from dpllm.cli._common import JsonOption, exit_code_for, fail, print_json
+
 __all__ = ["register"]
 
 
@@ -15,6 +17,7 @@ def demo_data(
     weeks: Annotated[int, typer.Option(min=1, help="Number of ISO weeks.")] = 8,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 1,
     end_week: Annotated[str, typer.Option("--end-week", help="The last week.")] = "2026-W47",
+    as_json: JsonOption = False,
 ) -> None:
     """Generate demo feedback into OUT, and the list of embedded PII into OUT.pii.json."""
     from dpllm.data.demo import generate_demo, write_demo
@@ -24,8 +27,19 @@ def demo_data(
         data = generate_demo(users=users, weeks=weeks, seed=seed, end_week=end_week)
         path, pii_path = write_demo(data, out)
     except DPLLMError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(code=1) from None
+        raise fail(str(exc), exit_code_for(exc)) from None
+    if as_json:
+        print_json(
+            {
+                "path": str(path),
+                "pii_path": str(pii_path),
+                "records": len(data.records),
+                "users": users,
+                "weeks": list(data.weeks),
+                "pii_items": len(data.pii),
+            }
+        )
+        return
     typer.echo(
         f"wrote {len(data.records)} records from {users} users over {data.weeks[0]}…"
         f"{data.weeks[-1]} to {path}; {len(data.pii)} embedded PII items listed in {pii_path}"

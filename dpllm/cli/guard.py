@@ -1,18 +1,20 @@
 """``dpllm guard check``: print the precision-guard violations of any text.
 
-``releases.json`` is a list of ``Release.to_dict()`` records, or an object with a
-``"releases"`` list (as the weekly job's ``report.json``). Exit status: 0 clean,
-1 violations found, 2 unusable input.
+``-r FILE`` is a releases document (schema ``dpllm.releases/1``: the weekly
+job's ``report.json`` and ``dpllm stats --json`` output are both one), or,
+for one release more, a plain list of ``Release.to_dict()`` records. Exit
+status (the table of every command): 0 clean, 1 violations found, 2 unusable input.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
+
+from dpllm.cli._common import EncodingOption, JsonOption, print_json, read_text_input
 
 guard_app = typer.Typer(help="Check texts with the precision guard.", no_args_is_help=True)
 
@@ -22,69 +24,81 @@ def register(app: typer.Typer) -> None:
 
 
 def load_releases(path: Path) -> list[Any]:
-    """Read releases from a JSON file (a list, or ``{"releases": [...]}``).
+    """Read the releases of a releases document (``dpllm.releases/1``) or a list of records.
 
     Raises:
-        GuardError: the file is missing or malformed.
+        GuardError: the file is missing, unreadable or not a releases document.
     """
-    from dpllm.errors import GuardError, InvalidPrivacyParameter
-    from dpllm.release import Release
+    from dpllm.errors import GuardError, InputError, InvalidPrivacyParameter
+    from dpllm.release import read_releases_document
 
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise GuardError(f"cannot read releases from {path}: {exc}") from exc
-    if isinstance(data, dict):
-        data = data.get("releases")
-    if not isinstance(data, list):
-        raise GuardError(f"{path} must hold a list of releases or an object with a 'releases' list")
+        text = read_text_input(str(path))
+    except InputError as exc:
+        raise GuardError(f"releases file: {exc}") from None
     try:
-        return [Release.from_dict(item) for item in data]
-    except (InvalidPrivacyParameter, AttributeError) as exc:
-        raise GuardError(f"{path}: malformed release record: {exc}") from exc
+        data = json.loads(text)
+    except ValueError as exc:
+        raise GuardError(
+            f"{path} is not JSON ({exc}); give the weekly job's report.json or the output "
+            "of dpllm stats --json"
+        ) from None
+    try:
+        return list(read_releases_document(data).values())
+    except InvalidPrivacyParameter as exc:
+        raise GuardError(f"{path}: {exc}") from None
 
 
 @guard_app.command("check")
 def check(
-    file: str = typer.Argument("-", help="Text file to check, or - for standard input."),
-    releases: Path = typer.Option(..., "--releases", "-r", help="releases.json to check against."),
-    unsupported: str = typer.Option(
-        "violation", help="'violation' or 'warning' for figures that match no release."
-    ),
-    language: str = typer.Option("auto", help="en, zh or auto (language of the allowed forms)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the violations as JSON."),
+    releases: Annotated[
+        Path,
+        typer.Option(
+            "--releases",
+            "-r",
+            help="Releases to check against: a report.json or dpllm stats --json output.",
+        ),
+    ],
+    file: Annotated[str, typer.Argument(help="Text file to check, or - for standard input.")] = "-",
+    unsupported: Annotated[
+        str, typer.Option(help="'violation' or 'warning' for figures that match no release.")
+    ] = "violation",
+    language: Annotated[
+        str, typer.Option(help="en, zh or auto (language of the allowed forms).")
+    ] = "auto",
+    encoding: EncodingOption = "utf-8",
+    as_json: JsonOption = False,
 ) -> None:
     """Print the violations of a text against released statistics (exit 1 if any)."""
-    from dpllm.errors import GuardError
     from dpllm.guard import Guard
 
-    try:
-        text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
-    except OSError as exc:
-        typer.echo(f"error: cannot read {file}: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    try:
-        guard = Guard(load_releases(releases), unsupported=unsupported)
-        report = guard.check(text, language=language)
-    except GuardError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+    text = read_text_input(file, encoding=encoding)
+    loaded = load_releases(releases)
+    # As in the weekly job: the small-count threshold ("fewer than 5") is public
+    # wording, not a figure.
+    thresholds = {r.small_threshold for r in loaded if r.small_threshold}
+    guard = Guard(loaded, unsupported=unsupported, allowed_constants=thresholds)
+    report = guard.check(text, language=language)
     if as_json:
-        items = [
-            {
-                "start": v.span[0],
-                "end": v.span[1],
-                "rule": str(v.rule),
-                "release": v.release,
-                "mention": v.mention,
-                "allowed": v.allowed,
-                "allowed_range": v.allowed_range,
-                "severity": severity,
-            }
-            for severity, group in (("violation", report.violations), ("warning", report.warnings))
-            for v in group
-        ]
-        typer.echo(json.dumps(items, ensure_ascii=False, indent=2))
+        print_json(
+            [
+                {
+                    "start": v.span[0],
+                    "end": v.span[1],
+                    "rule": str(v.rule),
+                    "release": v.release,
+                    "mention": v.mention,
+                    "allowed": v.allowed,
+                    "allowed_range": v.allowed_range,
+                    "severity": severity,
+                }
+                for severity, group in (
+                    ("violation", report.violations),
+                    ("warning", report.warnings),
+                )
+                for v in group
+            ]
+        )
     else:
         for severity, group in (("violation", report.violations), ("warning", report.warnings)):
             for v in group:

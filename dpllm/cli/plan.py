@@ -10,9 +10,11 @@ Neither reads any data nor touches the real ledger.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+from dpllm.cli._common import ExitCode, JsonOption, emit, fail, info, print_json
 
 if TYPE_CHECKING:
     from dpllm.assess.planning import SimulatedWeek
@@ -36,7 +38,7 @@ def _settings(config: Path) -> Settings:
 
     if config.exists():
         return Settings.load(config)
-    typer.echo(f"note: {config} not found; planning with dpllm's default plan and pools")
+    info(f"note: {config} not found; planning with dpllm's default plan and pools")
     return Settings()
 
 
@@ -64,17 +66,16 @@ def plan(
     target: list[str] = typer.Option(  # noqa: B008
         [], help="Relative half-width wanted, e.g. mean_rating=2% (repeatable)."
     ),
+    as_json: JsonOption = False,
 ) -> None:
     """Expected 95% intervals of the configured plan, and a suggested ε split."""
     if ctx.invoked_subcommand is not None:
         return
-    from rich.console import Console
     from rich.table import Table
 
     from dpllm.assess.planning import Population, evaluate_plan, plan_pool, suggest_split
     from dpllm.errors import DPLLMError
 
-    console = Console()
     try:
         settings = _settings(config)
         pop = Population(users=users, records_per_user=records_per_user, mean_rating=mean_rating)
@@ -86,9 +87,36 @@ def plan(
         )
         suggested = {r.name: r for r in evaluate_plan(settings, pop, amounts=split.amounts)}
     except DPLLMError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        raise fail(str(exc), ExitCode.USAGE) from exc
     sym = "ε" if pool.measure.value == "pure" else "ρ"
+    if as_json:
+        print_json(
+            {
+                "pool": pool.name,
+                "measure": pool.measure.value,
+                "window_cap": budget,
+                "confidence": settings.confidence,
+                "assumed": {"users": users, "records_per_user": records_per_user},
+                "queries": [
+                    {
+                        "name": r.name,
+                        "unit": r.unit,
+                        "planned": r.amount,
+                        "planned_half_width": r.half_width,
+                        "planned_relative_error": r.relative_error,
+                        "suggested": suggested[r.name].amount,
+                        "suggested_half_width": suggested[r.name].half_width,
+                        "suggested_relative_error": suggested[r.name].relative_error,
+                    }
+                    for r in rows
+                ],
+                "planned_total": sum(r.amount for r in rows),
+                "fits": sum(r.amount for r in rows) <= budget,
+                "note": split.note,
+            }
+        )
+        return
+    console = _Console()
     level = f"{settings.confidence:.0%}"
     table = Table(
         title=f"Plan for pool {pool.name!r} ({sym} cap {budget:g}/window), "
@@ -128,7 +156,19 @@ def plan(
     console.print("Widths come from each query's own calibration; no data was read.")
 
 
+class _Console:
+    """``print`` through :func:`emit` (unwrapped when piped); rich markup is kept."""
+
+    def print(self, item: object) -> None:
+        emit(item)  # type: ignore[arg-type]
+
+
 def _plot(weeks: list[SimulatedWeek], out: Path, *, title: str, sym: str) -> None:
+    burn_figure(weeks, title=title, sym=sym).savefig(out, dpi=110)
+
+
+def burn_figure(weeks: list[SimulatedWeek], *, title: str, sym: str) -> Any:
+    """The budget-burn chart as a matplotlib ``Figure`` (tests read its texts back)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -148,15 +188,19 @@ def _plot(weeks: list[SimulatedWeek], out: Path, *, title: str, sym: str) -> Non
             color="#de2d26",
             label="lifetime budget left",
         )
-    for i, w in enumerate(weeks, start=1):
-        if w.refused:
-            ax.axvline(i, color="#de2d26", alpha=0.25)
+    refused = [i for i, w in enumerate(weeks, start=1) if w.refused]
+    for n, i in enumerate(refused):
+        # One legend entry for all the refused weeks' lines.
+        ax.axvline(
+            i, color="#de2d26", alpha=0.25, label="week with a refused release" if n == 0 else None
+        )
     ax.set_xticks(x, [w.window for w in weeks], rotation=60, fontsize=7)
-    ax.set_ylabel(sym)
+    ax.set_xlabel("simulated week")
+    ax.set_ylabel(f"privacy budget ({sym})")
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    return fig
 
 
 def simulate(
@@ -164,26 +208,48 @@ def simulate(
     config: Path = typer.Option(Path("dpllm.toml"), help="The dpllm.toml with the plan and pools."),
     out: Path = typer.Option(Path("plan-simulation.png"), help="Where to write the PNG."),
     fail_on_exhaust: bool = typer.Option(
-        False, help="Exit 1 when any simulated release would be refused."
+        False, help="Exit 3 (budget refused) when any simulated release would be refused."
     ),
+    as_json: JsonOption = False,
 ) -> None:
     """Plot the remaining budget across simulated weeks of releases and refreshes."""
-    from rich.console import Console
     from rich.table import Table
 
     from dpllm.assess.planning import Schedule, plan_pool, simulate_schedule
     from dpllm.errors import DPLLMError
 
-    console = Console()
+    console = _Console()
     try:
         settings = _settings(config)
         sched = Schedule.load(schedule)
         weeks = simulate_schedule(settings, sched)
         pool = plan_pool(settings)
     except DPLLMError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        raise fail(str(exc), ExitCode.USAGE) from exc
     sym = "ε" if pool.measure.value == "pure" else "ρ"
+    if as_json:
+        _plot(weeks, out, title=f"Budget burn of pool {pool.name!r}", sym=sym)
+        print_json(
+            {
+                "pool": pool.name,
+                "plot": str(out),
+                "weeks": [
+                    {
+                        "window": w.window,
+                        "releases": w.releases,
+                        "cache_hits": w.cache_hits,
+                        "spent": w.spent,
+                        "window_remaining": w.window_remaining,
+                        "lifetime_remaining": w.lifetime_remaining,
+                        "refused": list(w.refused),
+                    }
+                    for w in weeks
+                ],
+            }
+        )
+        if fail_on_exhaust and any(w.refused for w in weeks):
+            raise typer.Exit(int(ExitCode.BUDGET))
+        return
     table = Table(title=f"Simulated budget of pool {pool.name!r}")
     for col in (
         "week",
@@ -216,6 +282,6 @@ def simulate(
             f"({', '.join(refused[0].refused)})"
         )
         if fail_on_exhaust:
-            raise typer.Exit(1)
+            raise typer.Exit(int(ExitCode.BUDGET))
     else:
         console.print("the schedule fits the budget for every simulated week")

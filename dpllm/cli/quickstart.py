@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import typer
 
+from dpllm.cli._common import JsonOption, emit, fail, print_json
+
 
 def register(app: typer.Typer) -> None:
     app.command()(quickstart)
@@ -18,16 +20,15 @@ def quickstart(
     users: int = typer.Option(500, min=1, help="Synthetic users to generate."),
     epsilon: float = typer.Option(1.0, help="ε for each of the two releases."),
     seed: int = typer.Option(1, help="Seed of the synthetic data (not of the noise)."),
+    as_json: JsonOption = False,
 ) -> None:
     """Release a DP count and mean on synthetic data and show intervals and costs."""
     import numpy as np
-    from rich.console import Console
     from rich.table import Table
 
     from dpllm.errors import DPLLMError
     from dpllm.privacy.mechanisms import DiscreteLaplace, Laplace, make_release, ratio_release
 
-    console = Console()
     rng = np.random.default_rng(seed)
     # Each synthetic user gives 1–20 ratings; the query bounds a user to their
     # per-user mean (one value in [1, 5]), so adding or removing a user moves
@@ -59,8 +60,17 @@ def quickstart(
             unit="stars",
         )
     except DPLLMError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        raise fail(str(exc)) from exc
+    if as_json:
+        print_json(
+            {
+                "synthetic": True,
+                "users": users,
+                "releases": {"active_users": count.to_dict(), "mean_rating": mean.to_dict()},
+                "exact": {"active_users": len(means), "mean_rating": float(means.mean())},
+            }
+        )
+        return
 
     table = Table(title=f"dpllm quickstart — {users} synthetic users, ε = {epsilon} in total")
     for column in ("release", "noisy value", "95% interval", "cost", "exact (synthetic only)"):
@@ -79,8 +89,8 @@ def quickstart(
         mean.cost.describe(),
         f"{means.mean():.2f}",
     )
-    console.print(table)
-    console.print(
+    emit(table)
+    typer.echo(
         "The noise comes from OpenDP's secure samplers; run again and the noisy values change, "
         "the intervals' widths do not."
     )

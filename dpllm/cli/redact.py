@@ -17,6 +17,17 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
+from dpllm.cli._common import (
+    EncodingOption,
+    ExitCode,
+    JsonOption,
+    fail,
+    info,
+    print_json,
+    read_text_input,
+    status,
+)
+
 __all__ = ["register"]
 
 KEY_ENV = "DPLLM_REDACT_KEY"
@@ -44,18 +55,18 @@ class _DefaultToText(TyperGroup):
 
 
 def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(2)
+    return fail(message, ExitCode.UNAVAILABLE)
 
 
 def _redactor(**kwargs: Any) -> Any:
     from dpllm.errors import RedactionError
     from dpllm.redact import Redactor
 
-    try:
-        return Redactor(**kwargs)
-    except RedactionError as exc:
-        raise _fail(str(exc)) from exc
+    with status("loading the redactor (Presidio, spaCy, jieba)"):
+        try:
+            return Redactor(**kwargs)
+        except RedactionError as exc:
+            raise _fail(str(exc)) from exc
 
 
 def _quiet_jieba() -> None:
@@ -85,47 +96,79 @@ def register(app: typer.Typer) -> None:
             f"(key from ${KEY_ENV} as hex, else a random key for this run).",
         ),
         allow: list[str] = typer.Option([], "--allow", help="A string never to redact."),
+        encoding: EncodingOption = "utf-8",
+        as_json: JsonOption = False,
     ) -> None:
         """Redact FILE (or stdin) to stdout; counts per entity go to stderr."""
         from dpllm.errors import RedactionError
 
         _quiet_jieba()
-        try:
-            content = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise _fail(f"cannot read {file}: {exc}") from exc
+        content = read_text_input(file, encoding=encoding)
         key: bytes | None = None
         if operator is _Op.HASH:
             raw = os.environ.get(KEY_ENV)
             try:
                 key = bytes.fromhex(raw) if raw else secrets.token_bytes(32)
             except ValueError as exc:
-                raise _fail(f"${KEY_ENV} must be hex (≥ 32 hex digits)") from exc
+                raise fail(f"${KEY_ENV} must be hex (≥ 32 hex digits)", ExitCode.USAGE) from exc
         redactor = _redactor(hmac_key=key)
         try:
-            result = redactor.redact(
-                content, language=lang.value, operator=operator.value, allow=allow
-            )
+            with status(f"redacting {len(content):,} characters"):
+                result = redactor.redact(
+                    content, language=lang.value, operator=operator.value, allow=allow
+                )
         except RedactionError as exc:
             raise _fail(str(exc)) from exc
+        if as_json:
+            print_json(
+                {"language": result.language, "counts": dict(result.counts), "text": result.text}
+            )
+            return
         sys.stdout.write(result.text)
         counts = ", ".join(f"{k}={v}" for k, v in result.counts.items()) or "nothing found"
-        typer.echo(f"[{result.language}] {counts}", err=True)
+        info(f"[{result.language}] {counts}")
 
     @group.command("eval")
     def evaluate_cmd(
         corpus: Path = typer.Argument(..., help="JSONL corpus: lang, text, spans, decoys, allow."),
+        as_json: JsonOption = False,
     ) -> None:
         """Print precision, recall and F1 per entity on a labelled corpus."""
         from dpllm.errors import RedactionError
         from dpllm.redact.evaluate import evaluate, load_corpus
 
         _quiet_jieba()
+        read_text_input(str(corpus))  # a clear error for a missing/odd file
         try:
             records = load_corpus(corpus)
-            report = evaluate(_redactor(), records)
+        except RedactionError as exc:
+            raise fail(str(exc), ExitCode.USAGE) from exc
+        redactor = _redactor()
+        try:
+            with status(f"evaluating on {len(records)} record(s)"):
+                report = evaluate(redactor, records)
         except RedactionError as exc:
             raise _fail(str(exc)) from exc
+        if as_json:
+            print_json(
+                {
+                    "texts": report.texts,
+                    "decoys": report.decoys,
+                    "decoy_hits": dict(report.decoy_hits),
+                    "entities": {
+                        name: {
+                            "tp": s.tp,
+                            "fp": s.fp,
+                            "fn": s.fn,
+                            "precision": s.precision,
+                            "recall": s.recall,
+                            "f1": s.f1,
+                        }
+                        for name, s in report.scores.items()
+                    },
+                }
+            )
+            return
         typer.echo(report.table())
 
     app.add_typer(group, name="redact")

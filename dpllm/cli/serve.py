@@ -10,6 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
+from dpllm.cli._common import ExitCode, JsonOption, exit_code_for, fail, print_json
+
 __all__ = ["register", "serve_app", "worker_app"]
 
 serve_app = typer.Typer(
@@ -50,6 +52,7 @@ def serve(
     from dpllm.server import create_app
     from dpllm.server.logging import configure_json_logging
 
+    _check_port(host, port)
     try:
         settings = Settings.load(config).from_env(os.environ)
         if not settings.api_keys:
@@ -76,12 +79,33 @@ def serve(
             return
         app = create_app(settings, environ=os.environ)
     except DPLLMError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(code=1) from None
+        raise fail(str(exc), exit_code_for(exc)) from None
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, ws="none")
 
 
 _CONFIG_ENV = "DPLLM_SERVE_CONFIG"
+
+
+def _check_port(host: str, port: int) -> None:
+    """Fail with exit 4 and a clear message when HOST:PORT cannot be bound.
+
+    uvicorn would log the bind error and exit with its own status; checking first
+    (with the same SO_REUSEADDR uvicorn uses) gives the documented code. A port
+    taken between this check and uvicorn's bind still fails, in uvicorn's words.
+    """
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise fail(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}; stop the process "
+                f"using it or pick another port with --port",
+                ExitCode.UNAVAILABLE,
+            ) from None
 
 
 def worker_app() -> Any:
@@ -99,6 +123,7 @@ def worker_app() -> Any:
 def hash_key(
     key: Annotated[str | None, typer.Argument(help="The key (prompted for when omitted).")] = None,
     new: Annotated[bool, typer.Option("--new", help="Generate a fresh random key.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Print the sha256: form of an API key (for a server key entry in dpllm.toml)."""
     import secrets
@@ -107,11 +132,15 @@ def hash_key(
 
     if new:
         key = "dpllm-" + secrets.token_urlsafe(32)
-        typer.echo(f"key:  {key}")
     elif key is None:
         key = typer.prompt("API key", hide_input=True)
     if not key:
         raise typer.BadParameter("the key is empty")
+    if as_json:
+        print_json({"key": key, "hash": hash_api_key(key)} if new else {"hash": hash_api_key(key)})
+        return
+    if new:
+        typer.echo(f"key:  {key}")
     typer.echo(f'hash = "{hash_api_key(key)}"' if new else hash_api_key(key))
 
 

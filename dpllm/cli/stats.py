@@ -6,11 +6,12 @@ from the ledger's release cache.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+from dpllm.cli._common import JsonOption, emit, exit_code_for, fail, print_json, status
 
 if TYPE_CHECKING:
     from dpllm.data.engines import Engine
@@ -74,15 +75,19 @@ def stats(
     courses: Annotated[
         str, typer.Option("--courses", help="Public course list (comma-separated).")
     ] = "",
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON releases.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
-    """Release the weekly statistics of WEEK with intervals and costs."""
+    """Release the weekly statistics of WEEK with intervals and costs.
+
+    With --json: a releases document (schema dpllm.releases/1, the format
+    dpllm guard check -r reads), with the pool's budget under "budget".
+    """
     from dpllm.data.sql import ColumnMap
     from dpllm.data.stats import StatsRunner, default_catalogue, rating_shares
     from dpllm.errors import DPLLMError
     from dpllm.ledger.base import PoolSpec
     from dpllm.ledger.sqlite import SQLiteLedger
-    from dpllm.release import Measure, to_micro
+    from dpllm.release import Measure, releases_document, to_micro
 
     try:
         course_list = tuple(c.strip() for c in courses.split(",") if c.strip())
@@ -107,20 +112,24 @@ def stats(
             columns=columns,
             salt=bytes.fromhex(salt_hex) if salt_hex else None,
         )
-        releases = runner.release_all({q: catalogue[q] for q in wanted}, week)
+        with status(f"computing DP statistics for {week} (cached releases are free)"):
+            releases = runner.release_all({q: catalogue[q] for q in wanted}, week)
         balance = ledger.balance(pool, week)
     except DPLLMError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(code=1) from None
+        raise fail(str(exc), exit_code_for(exc)) from None
     derived: dict[str, Release] = {}
     if "rating_histogram" in releases:
         derived = rating_shares(releases["rating_histogram"])
     if as_json:
-        payload = {n: r.to_dict() for n, r in {**releases, **derived}.items()}
-        payload["_budget"] = {"pool": pool, "window": week, "spent_micro": balance.spent}
-        typer.echo(json.dumps(payload, ensure_ascii=False, indent=1))
+        payload = releases_document(releases, derived, window=week)
+        payload["budget"] = {
+            "pool": pool,
+            "window": week,
+            "spent_micro": balance.spent,
+            "window_cap_micro": balance.window_cap,
+        }
+        print_json(payload)
         return
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title=f"DP feedback statistics, {week} (privacy unit: user)")
@@ -129,11 +138,10 @@ def stats(
     for name, rel in {**releases, **derived}.items():
         for row in _rows(name, rel, free=name in derived):
             t.add_row(*row)
-    console = Console() if Console().is_terminal else Console(width=140)
-    console.print(t)
     spent = balance.spent / 1e6
     cap = balance.window_cap / 1e6
-    console.print(
+    emit(t)
+    typer.echo(
         f"pool {pool!r}, window {week}: ε spent {spent:g} of {cap:g} "
         "(shares are post-processing of the histogram: free; reruns are served from the cache)"
     )

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from dpllm.cli._common import ExitCode, JsonOption, fail, info, print_json
+
 __all__ = ["register"]
 
 _SUFFIXES = (".j2", ".jinja", ".jinja2")
@@ -29,30 +31,41 @@ def lint_command(
         list[Path] | None,
         typer.Argument(help="Template files or folders (default: the built-in prompts/)."),
     ] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Lint templates: every Release must be printed through a DP filter.
 
-    Prints ``file:line:col: CODE message`` per finding and exits 1 when there are any.
+    Prints one file:line:col: CODE message line per finding and exits 1 when there are any.
     """
     from dpllm.templates import PromptEnvironment, builtin_prompts_dir
 
     env = PromptEnvironment()
     files = _template_files(paths or [builtin_prompts_dir()])
-    findings = 0
+    found: list[dict[str, object]] = []
     for file in files:
         try:
             source = file.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            typer.echo(f"{file}:1:1: DP010 cannot read the template: {exc}")
-            findings += 1
+            found.append(
+                {"file": str(file), "line": 1, "col": 1, "code": "DP010",
+                 "message": f"cannot read the template: {exc}",
+                 "text": f"{file}:1:1: DP010 cannot read the template: {exc}"}
+            )  # fmt: skip
             continue
         for issue in env.lint(source):
-            typer.echo(issue.format(str(file)))
-            findings += 1
-    if findings:
-        typer.echo(f"{findings} finding(s) in {len(files)} template(s)", err=True)
+            found.append(
+                {"file": str(file), "line": issue.line, "col": issue.column, "code": issue.code,
+                 "message": issue.message, "text": issue.format(str(file))}
+            )  # fmt: skip
+    if as_json:
+        print_json([{k: v for k, v in item.items() if k != "text"} for item in found])
+    else:
+        for item in found:
+            typer.echo(str(item["text"]))
+    if found:
+        info(f"{len(found)} finding(s) in {len(files)} template(s)")
         raise typer.Exit(1)
-    typer.echo(f"{len(files)} template(s) lint clean", err=True)
+    info(f"{len(files)} template(s) lint clean")
 
 
 def preview_command(
@@ -63,9 +76,10 @@ def preview_command(
         ),
     ],
     lang: Annotated[str, typer.Option("--lang", help="zh or en.")] = "en",
+    as_json: JsonOption = False,
 ) -> None:
     """Render a template with synthetic releases, marked [SEEDED — NOT FOR PUBLICATION]."""
-    from dpllm.errors import TemplateError
+    from dpllm.errors import TemplateError, TemplateLintError
     from dpllm.templates import PromptEnvironment, synthetic_context
 
     if lang not in ("en", "zh"):
@@ -75,18 +89,24 @@ def preview_command(
     if path.is_file():
         search, template = [path.parent], path.name
     env = PromptEnvironment(search, lang=lang, allow_seeded=True)
-    try:
-        if template.endswith(_SUFFIXES):
-            text = env.render(template, synthetic_context(env.declaration(template)))
-            typer.echo(text, nl=False)
-            return
+    if template.endswith(_SUFFIXES):
+        names = [template]
+    else:
         names = [f"{template}/{part}.{lang}.j2" for part in ("system", "user", "fallback")]
-        for name in names:
-            typer.echo(f"===== {name} (synthetic releases) =====")
-            typer.echo(env.render(name, synthetic_context(env.declaration(name))), nl=False)
+    try:
+        rendered = {n: env.render(n, synthetic_context(env.declaration(n))) for n in names}
+    except TemplateLintError as exc:
+        raise fail(str(exc), ExitCode.FINDINGS) from exc  # lint findings, as in `lint`
     except TemplateError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise fail(str(exc), ExitCode.USAGE) from exc
+    if as_json:
+        print_json({"seeded": True, "templates": rendered})
+    elif len(names) == 1:
+        typer.echo(rendered[names[0]], nl=False)
+    else:
+        for name, text in rendered.items():
+            typer.echo(f"===== {name} (synthetic releases) =====")
+            typer.echo(text, nl=False)
 
 
 def register(app: typer.Typer) -> None:

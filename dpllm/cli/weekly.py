@@ -1,16 +1,16 @@
 """``dpllm weekly`` (the weekly summary job) and ``dpllm init`` (a commented dpllm.toml).
 
-Exit codes of ``dpllm weekly`` (also in ``--help`` and the README):
+Exit codes of ``dpllm weekly`` (the table of every command, ``dpllm --help``;
+``docs/cli-conventions.md``):
 
 ====  ==========================================================================
 0     done: the report is written
-1     any other error (template, redaction, guard, output folder); no report
-2     configuration or usage error (the message names the field and line)
-3     privacy budget exhausted: nothing was spent; the message shows what the
-      plan asked and what is left
-4     model failure: the message says whether a fallback report was written
-5     data error: missing source, unknown column, bad week, refused data
-6     the ledger cannot be used (unreadable, locked, newer schema)
+2     configuration, template or usage error (the message names the field and line)
+3     privacy budget exhausted or queued: nothing was spent; the message shows
+      what the plan asked and what is left
+4     data or ledger unavailable: missing source, unknown column, refused data;
+      a ledger that is unreadable, locked or of a newer schema; an unwritable folder
+5     model failure: the message says whether a fallback report was written
 ====  ==========================================================================
 """
 
@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-if TYPE_CHECKING:
-    from rich.console import Console
+from dpllm.cli._common import ExitCode, JsonOption, exit_code_for, fail, info, is_quiet, print_json
 
+if TYPE_CHECKING:
     from dpllm.config import Settings
     from dpllm.weekly.job import WeeklyReport
 
@@ -45,21 +45,21 @@ __all__ = [
     "register",
 ]
 
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_CONFIG = 2
-EXIT_BUDGET = 3
-EXIT_MODEL = 4
-EXIT_DATA = 5
-EXIT_LEDGER = 6
+EXIT_OK = int(ExitCode.OK)
+EXIT_ERROR = int(ExitCode.UNAVAILABLE)  # kept for callers; there is no "other error" code now
+EXIT_CONFIG = int(ExitCode.USAGE)
+EXIT_BUDGET = int(ExitCode.BUDGET)
+EXIT_MODEL = int(ExitCode.MODEL)
+EXIT_DATA = int(ExitCode.UNAVAILABLE)
+EXIT_LEDGER = int(ExitCode.UNAVAILABLE)
 
 DEMO_DIR = "dpllm-demo"
 TREND_QUERIES = ("mean_rating", "feedback_count")
 
 _EXIT_HELP = (
-    "Exit codes: 0 done; 1 other error (no report); 2 config or usage error; "
-    "3 budget exhausted (nothing spent); 4 model failure (the message says whether a "
-    "fallback report was written); 5 data error; 6 ledger unusable."
+    "Exit codes: 0 done; 2 config or usage error; 3 budget exhausted or queued (nothing "
+    "spent); 4 data or ledger unavailable; 5 model failure (the message says whether a "
+    "fallback report was written)."
 )
 
 
@@ -99,14 +99,6 @@ def _ensure_demo_data(settings: Settings) -> bool:
     return True
 
 
-def _fail(console: Console, code: int, message: str) -> typer.Exit:
-    from rich.markup import escape
-
-    # Escape: "[plan.queries.x, line 3]" would otherwise be read as Rich markup.
-    console.print(f"[bold red]error:[/bold red] {escape(message)}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
-
-
 def weekly(
     config: Annotated[
         Path | None,
@@ -133,28 +125,17 @@ def weekly(
         Path | None, typer.Option("--out", help="Output folder (overrides [output] dir).")
     ] = None,
     lang: Annotated[str | None, typer.Option("--lang", help="Report language, en or zh.")] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Turn a week of feedback into a DP report: report.md, report.json and charts.
 
     Every figure is a ledger-charged DP release (charged once per week: a rerun
     spends nothing and gives the same figures); the text is redacted and
-    precision-guarded. Exit codes: 0 done; 1 other error (no report); 2 config or
-    usage error; 3 budget exhausted (nothing spent); 4 model failure (the message
-    says whether a fallback report was written); 5 data error; 6 ledger unusable.
+    precision-guarded.
     """
-    from rich.console import Console
-
     from dpllm.config import Settings
-    from dpllm.errors import (
-        BudgetError,
-        ConfigError,
-        DataError,
-        DPLLMError,
-        LedgerError,
-        ModelError,
-    )
+    from dpllm.errors import BudgetError, ConfigError, DPLLMError, LedgerError, ModelError
 
-    console = Console(stderr=True)
     if week and last_complete:
         raise typer.BadParameter("give --week or --last-complete, not both", param_hint="--week")
     if lang is not None and lang not in ("en", "zh"):
@@ -170,43 +151,54 @@ def weekly(
         if out is not None:
             settings = dataclasses.replace(settings, output_dir=str(out.resolve()))
     except ConfigError as exc:
-        raise _fail(console, EXIT_CONFIG, str(exc)) from None
+        raise fail(str(exc), ExitCode.USAGE) from None
 
     from dpllm.data.demo import DEMO_COURSES, DEMO_END_WEEK
 
     if week is None:
         week = DEMO_END_WEEK if demo else last_complete_week(dt.datetime.now(dt.UTC).date())
+    _check_week(week)
     try:
         if demo and _ensure_demo_data(settings):
-            console.print(f"generated demo data in {settings.resolve(settings.data.path)}")
-        report, folder = _run(settings, week, console, demo=demo, courses=DEMO_COURSES)
-    except ConfigError as exc:
-        raise _fail(console, EXIT_CONFIG, str(exc)) from None
-    except BudgetError as exc:
-        if isinstance(exc, LedgerError):
-            raise _fail(console, EXIT_LEDGER, str(exc)) from None
-        raise _fail(console, EXIT_BUDGET, f"privacy budget: {exc}") from None
-    except DataError as exc:
-        raise _fail(console, EXIT_DATA, str(exc)) from None
-    except ModelError as exc:
-        raise _fail(console, EXIT_MODEL, f"model failure: {exc}; no report was written") from None
+            info(f"generated demo data in {settings.resolve(settings.data.path)}")
+        report, folder = _run(settings, week, demo=demo, courses=DEMO_COURSES)
     except (DPLLMError, OSError) as exc:
-        raise _fail(console, EXIT_ERROR, f"{exc}; no report was written") from None
-    _summary(report, folder)
+        code = exit_code_for(exc)
+        if isinstance(exc, BudgetError) and not isinstance(exc, LedgerError):
+            message = f"privacy budget: {exc}"
+        elif isinstance(exc, ModelError):
+            message = f"model failure: {exc}; no report was written"
+        elif isinstance(exc, OSError):
+            message = f"cannot write the report: {exc}; no report was written"
+        else:
+            message = f"{exc}; no report was written"
+        raise fail(message, code) from None
+    if as_json:
+        _json_summary(report, folder)
+    else:
+        _summary(report, folder)
     if report.model_error:
-        raise _fail(
-            console,
-            EXIT_MODEL,
+        raise fail(
             f"model failure: {report.model_error}; a fallback report (the deterministic "
             f"template text, redacted and guarded) was written to {folder}",
+            ExitCode.MODEL,
         )
 
 
-def _run(
-    settings: Settings, week: str, console: Console, *, demo: bool, courses: tuple[str, ...]
-) -> tuple[WeeklyReport, Path]:
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+def _check_week(week: str) -> None:
+    from dpllm.errors import DataError
+    from dpllm.windows import parse_week
 
+    try:
+        parse_week(week)
+    except DataError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--week") from None
+
+
+def _run(
+    settings: Settings, week: str, *, demo: bool, courses: tuple[str, ...]
+) -> tuple[WeeklyReport, Path]:
+    from dpllm.cli._common import steps
     from dpllm.weekly.job import WeeklyJob
     from dpllm.weekly.report import write_report
     from dpllm.windows import parse_week, previous_weeks
@@ -219,19 +211,12 @@ def _run(
         "generate": "writing, redacting and guarding the summary",
     }
     with (
-        Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=not console.is_terminal,
-        ) as progress,
+        steps(f"weekly report {week}", total=len(labels) + 2) as advance,
         WeeklyJob(settings, courses=courses if demo else ()) as job,
     ):
-        task = progress.add_task(f"weekly report {week}", total=len(labels) + 2)
 
         def step(name: str) -> None:
-            progress.update(task, description=labels.get(name, name), advance=1)
+            advance(labels.get(name, name))
 
         if demo:
             # The demo also releases the trend figures of the weeks before, so the trend
@@ -244,44 +229,82 @@ def _run(
         step("writing report.md, report.json and the charts")
         folder = settings.resolve(settings.output_dir) / week
         write_report(report, folder)
-        progress.update(task, description=f"weekly report {week}: done", completed=len(labels) + 2)
     return report, folder
 
 
 def _summary(report: WeeklyReport, folder: Path) -> None:
-    from rich.console import Console
+    from dpllm.weekly.report import describe_source, guard_summary
 
-    out = Console(highlight=False)
-    out.print(report.text.strip(), markup=False)
-    out.print()
+    typer.echo(report.text.strip())
+    if is_quiet():
+        return
+    typer.echo()
     if report.fresh:
         spent = f"charged {report.spent.describe()} for {len(report.fresh)} new release(s)"
     else:
         spent = "spent nothing (every release came from the ledger's cache)"
     left = "; ".join(f"{b.pool} {b.symbol} {b.remaining:g} left" for b in report.budget)
-    out.print(f"[bold]{report.week}[/bold]: {spent}; {left} this week.")
+    typer.echo(f"{report.week}: {spent}; {left} this week.")
     gen = report.generation
-    fixes = sum(len(a.violations) for a in gen.attempts)
     redacted = sum(gen.redaction_counts.values())
-    out.print(
-        f"writer: {report.model}, {gen.model_calls} call(s), {fixes} guard violation(s) "
-        f"fixed, {redacted} item(s) redacted; text from the "
-        + ("offline writer (the template's text)" if report.model == "offline" else gen.source)
-        + "."
+    typer.echo(
+        f"writer: {report.model}, {gen.model_calls} call(s), {guard_summary(report)}, "
+        f"{redacted} item(s) redacted; text from {describe_source(report)}."
     )
-    out.print(f"report: {folder / 'report.md'} (+ report.json, charts)", markup=False)
+    typer.echo(f"report: {folder / 'report.md'} (+ report.json, charts)")
+
+
+def _json_summary(report: WeeklyReport, folder: Path) -> None:
+    from dataclasses import asdict
+
+    from dpllm.weekly.report import REPORT_JSON, REPORT_MD, text_source
+
+    gen = report.generation
+    print_json(
+        {
+            "week": report.week,
+            "folder": str(folder),
+            "report_md": str(folder / REPORT_MD),
+            "report_json": str(folder / REPORT_JSON),
+            "charged": sorted(report.fresh),
+            "spent_this_run": report.spent.to_dict(),
+            "budget": [asdict(b) for b in report.budget],
+            "model": report.model,
+            "model_calls": gen.model_calls,
+            "source": text_source(report),
+            "guard_violations": sum(len(a.violations) for a in gen.attempts),
+            "redaction_counts": dict(gen.redaction_counts),
+            "model_error": report.model_error,
+            "text": report.text,
+        }
+    )
 
 
 def init(
     path: Annotated[Path, typer.Argument(help="Where to write the config.")] = Path("dpllm.toml"),
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Write a commented dpllm.toml (every setting of the weekly job, with defaults)."""
+    from dpllm.errors import InputError
+
+    if path.is_dir():
+        raise InputError(f"{path} is a folder; give a file name, e.g. {path / 'dpllm.toml'}")
     if path.exists() and not force:
-        typer.echo(f"error: {path} exists; use --force to overwrite it", err=True)
-        raise typer.Exit(EXIT_CONFIG)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(example_config(), encoding="utf-8")
+        raise InputError(f"{path} exists; use --force to overwrite it")
+    blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise InputError(f"{blocker} is a file, not a folder; choose another path for the config")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(example_config(), encoding="utf-8")
+    except OSError as exc:
+        raise InputError(
+            f"cannot write {path}: {exc.strerror or exc}; choose a folder you can write to"
+        ) from None
+    if as_json:
+        print_json({"path": str(path)})
+        return
     typer.echo(f"wrote {path}; edit [data] and [plan.queries], then run: dpllm weekly -c {path}")
 
 

@@ -401,7 +401,11 @@ def _half_width(release: Release, confidence: float) -> float:
 
 
 def rating_shares(histogram: Release) -> dict[str, Release]:
-    """Shares of ratings ≥ 4 (``share_high``) and ≤ 2 (``share_low``) from a histogram.
+    """Shares of ratings ≥ 4 (``share_positive``) and ≤ 2 (``share_negative``) from a histogram.
+
+    .. versionchanged:: 0.2
+       The keys were ``share_high``/``share_low``; one name everywhere now (the
+       templates', ``stats``', the guard's and the weekly report's).
 
     Point estimate: the noisy bucket sum over the noisy total (buckets clamped
     at 0). Interval: each of the five buckets gets a Bonferroni interval at level
@@ -416,7 +420,7 @@ def rating_shares(histogram: Release) -> dict[str, Release]:
     hw = _half_width(histogram, 1.0 - (1.0 - histogram.confidence) / 5.0)
     v = [max(0.0, x) for x in histogram.values]
     out: dict[str, Release] = {}
-    for name, group in (("share_high", (3, 4)), ("share_low", (0, 1))):
+    for name, group in (("share_positive", (3, 4)), ("share_negative", (0, 1))):
         a = sum(v[i] for i in group)
         b = sum(v[i] for i in range(5) if i not in group)
         a_lo, a_hi = max(0.0, a - hw * len(group)), a + hw * len(group)

@@ -65,7 +65,9 @@ def _pool(key: ApiKey, pool: str | None, settings: Settings) -> str:
             raise HTTPException(403, f"analyst {key.analyst!r} has no budget pool")
         return key.pools[0]
     if pool not in key.pools:
-        raise HTTPException(403, f"pool {pool!r} is not one of analyst {key.analyst!r}'s pools")
+        raise HTTPException(
+            403, f"pool {pool!r} is not one of the pools of analyst {key.analyst!r}"
+        )
     return pool
 
 

@@ -2,8 +2,9 @@
 
 * ``rating_histogram.png`` — the week's noisy rating histogram, with each bucket's
   confidence interval as an error bar;
-* ``trend.png`` — the mean rating and the feedback count over the past weeks, each
-  with its interval as a band, drawn from **cached releases only** (the report's
+* ``trend.png`` — the mean rating (on the whole 1–5 scale) and the feedback count
+  over the past weeks, each with its interval as a band (an error bar for a single
+  week), drawn from **cached releases only** (the report's
   ``history``, read from the ledger's release cache). Drawing spends nothing;
   weeks without a stored release are skipped, never computed.
 
@@ -23,7 +24,15 @@ from typing import Any
 from dpllm.release import Release
 from dpllm.weekly.job import WeeklyReport
 
-__all__ = ["HISTOGRAM_PNG", "TREND_PNG", "draw_charts", "histogram_png", "trend_png"]
+__all__ = [
+    "HISTOGRAM_PNG",
+    "RATING_SCALE",
+    "TREND_PNG",
+    "draw_charts",
+    "histogram_png",
+    "trend_figure",
+    "trend_png",
+]
 
 HISTOGRAM_PNG = "rating_histogram.png"
 TREND_PNG = "trend.png"
@@ -63,37 +72,71 @@ def histogram_png(histogram: Release, *, week: str) -> bytes:
     return _png(fig, f"dpllm rating histogram {week}")
 
 
+RATING_SCALE = (1.0, 5.0)
+"""The rating scale (stars): the mean-rating axis spans all of it, so noise of a
+tenth of a star does not look like a change."""
+
+_PANELS: Mapping[str, tuple[str, str, str, tuple[float, float] | None]] = {
+    # name: (title, y-axis label, colour, fixed y range)
+    "mean_rating": ("Mean rating", "mean rating (stars, 1–5)", _BLUE, RATING_SCALE),
+    "feedback_count": ("Feedback", "feedback records (noisy)", _ORANGE, None),
+}
+
+
 def _band(ax: Any, series: Mapping[str, Release], color: str, label: str) -> None:
+    """Values as a line, each week's interval as a band (error bars for a single week)."""
     weeks = sorted(series)
     x = list(range(len(weeks)))
     values = [series[w].value for w in weeks]
     lo = [series[w].interval[0] for w in weeks]
     hi = [series[w].interval[1] for w in weeks]
-    ax.fill_between(x, lo, hi, color=color, alpha=0.25, linewidth=0, label="interval")
-    ax.plot(x, values, marker="o", color=color, label=label)
+    level = f"{series[weeks[-1]].confidence:.0%} interval"
+    if len(weeks) == 1:
+        # A band over one x has no width: draw the interval as an error bar.
+        ax.errorbar(
+            x,
+            values,
+            yerr=[[values[0] - lo[0]], [hi[0] - values[0]]],
+            fmt="o",
+            color=color,
+            ecolor=color,
+            capsize=8,
+            label=f"{label} with its {level}",
+        )
+        ax.set_xlim(-1, 1)
+    else:
+        ax.fill_between(x, lo, hi, color=color, alpha=0.25, linewidth=0, label=level)
+        ax.plot(x, values, marker="o", color=color, label=label)
     ax.set_xticks(x, weeks, rotation=30, ha="right", fontsize=8)
     ax.grid(alpha=0.3)
 
 
 def trend_png(history: Mapping[str, Mapping[str, Release]], *, week: str) -> bytes:
     """Mean rating and feedback count over past weeks, with interval bands."""
+    return _png(trend_figure(history, week=week), f"dpllm trend {week}")
+
+
+def trend_figure(history: Mapping[str, Mapping[str, Release]], *, week: str) -> Any:
+    """The trend chart as a matplotlib ``Figure`` (tests read its texts back)."""
     panels = [(n, s) for n, s in history.items() if s]
     fig = _figure(7.0, 2.8 * max(1, len(panels)))
     if not panels:
         ax = fig.add_subplot()
         ax.text(0.5, 0.5, "no cached releases yet", ha="center", va="center")
         ax.set_axis_off()
-    titles = {
-        "mean_rating": ("Mean rating (stars)", _BLUE),
-        "feedback_count": ("Feedback", _ORANGE),
-    }
     for i, (name, series) in enumerate(panels, start=1):
         ax = fig.add_subplot(len(panels), 1, i)
-        title, color = titles.get(name, (name, _BLUE))
-        _band(ax, series, color, title)
+        title, ylabel, color, scale = _PANELS.get(name, (name, name, _BLUE, None))
+        _band(ax, series, color, f"{title} (DP estimate)")
         ax.set_title(f"{title}: weeks with a stored release, up to {week}", fontsize=10)
+        ax.set_xlabel("ISO week")
+        ax.set_ylabel(ylabel, fontsize=8)
+        if scale is not None:
+            ax.set_ylim(*scale)
+        else:
+            ax.set_ylim(bottom=0)
         ax.legend(loc="best", fontsize=8)
-    return _png(fig, f"dpllm trend {week}")
+    return fig
 
 
 def draw_charts(report: WeeklyReport) -> dict[str, bytes]:

@@ -66,7 +66,10 @@ __all__ = [
     "run_weekly",
 ]
 
-DERIVED: Mapping[str, str] = {"share_positive": "share_high", "share_negative": "share_low"}
+DERIVED: Mapping[str, str] = {
+    "share_positive": "share_positive",
+    "share_negative": "share_negative",
+}
 """Template name → :func:`~dpllm.data.stats.rating_shares` key (post-processing, free)."""
 
 DEFAULT_PROMPT = "weekly"

@@ -24,14 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from dpllm.chat.generate import Attempt
-from dpllm.release import Release
+from dpllm.release import RELEASES_SCHEMA, Release
 from dpllm.rounding import format_number, granularity
 from dpllm.weekly.job import WeeklyReport
 
 __all__ = [
     "REPORT_JSON",
     "REPORT_MD",
+    "describe_source",
     "figure_rows",
+    "guard_summary",
+    "text_source",
     "render_markdown",
     "report_dict",
     "write_atomic",
@@ -88,12 +91,53 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return [line(header), "|" + "|".join("---" for _ in header) + "|", *map(line, rows)]
 
 
+def text_source(report: WeeklyReport) -> str:
+    """Where the final text came from: ``"model"``, ``"fallback"`` or ``"offline"``.
+
+    The offline writer is a model client to the generation loop, so its text is
+    ``"model"`` there; a reader wants to know that no language model wrote it.
+    """
+    return "offline" if report.model == "offline" else report.generation.source
+
+
+def describe_source(report: WeeklyReport) -> str:
+    """``text_source`` in words, for the report and the command line."""
+    source = text_source(report)
+    if source == "offline":
+        return "the template's deterministic text (offline writer, no language model)"
+    if source == "fallback":
+        why = "the model failed" if report.model_error else "no answer passed the guard"
+        return f"the template's fallback text ({why})"
+    return f"the model ({report.model})"
+
+
+def guard_summary(report: WeeklyReport) -> str:
+    """The guard's work in one phrase: violations fixed, or found before the fallback."""
+    found = sum(len(a.violations) for a in report.generation.attempts)
+    if text_source(report) == "model":
+        return f"{found} guard violation(s) fixed"
+    return (
+        f"{found} guard violation(s) found in the model's answers"
+        if found
+        else "no guard violation"
+    )
+
+
+def _without_title(text: str, title: str) -> str:
+    """The text without a first line that repeats the report's title (the fallback's does)."""
+    first, _, rest = text.strip().partition("\n")
+    if first.lstrip("# ").strip().casefold().startswith(title.casefold()):
+        return rest.strip()
+    return text.strip()
+
+
 def render_markdown(report: WeeklyReport) -> str:
     """``report.md``: the summary, the figures with intervals and costs, the budget."""
     lang = report.lang if report.lang in _TITLE else "en"
     figures, budget, how = _HEAD[lang]
     level = f"{next(iter(report.releases.values())).confidence:.0%}" if report.releases else ""
-    out = [f"# {_TITLE[lang]} — {report.week}", "", report.text.strip(), "", f"## {figures}", ""]
+    title = f"{_TITLE[lang]} — {report.week}"
+    out = [f"# {title}", "", _without_title(report.text, _TITLE[lang]), "", f"## {figures}", ""]
     out += _table(
         ("figure", "estimate", f"{level} interval", "mechanism", "privacy cost"),
         figure_rows(report),
@@ -132,14 +176,10 @@ def render_markdown(report: WeeklyReport) -> str:
         "",
         f"## {how}",
         "",
-        f"- Writer: {report.model} ({gen.model_calls} call(s)); final text from the "
-        + (
-            "model"
-            if gen.source == "model" and report.model != "offline"
-            else "deterministic template (no language model)"
-        )
-        + ".",
-        f"- Precision guard: {fixes} violation(s) found and sent back for rewriting.",
+        f"- Writer: {report.model} ({gen.model_calls} call(s)); final text from "
+        f"{describe_source(report)}.",
+        f"- Precision guard: {fixes} violation(s) found and sent back for rewriting"
+        + ("." if text_source(report) == "model" or not fixes else "; the fallback text was used."),
         f"- Redaction: {counts}.",
     ]
     if report.model_error:
@@ -180,14 +220,16 @@ def report_dict(report: WeeklyReport, *, charts: Sequence[str] = ()) -> dict[str
     """``report.json`` as a dict: releases, costs, budget, attempts, redaction, timings."""
     gen = report.generation
     return {
+        # The releases part is a releases document (dpllm.releases/1), the format
+        # ``dpllm stats --json`` prints and ``dpllm guard check -r`` reads.
+        "schema": RELEASES_SCHEMA,
+        "window": report.week,
         "week": report.week,
         "lang": report.lang,
         "prompt": report.prompt,
         "course_names": list(report.course_names),
         "text": report.text,
-        # The offline writer is a model client to the generation loop; readers
-        # of the report want to know no language model wrote the text.
-        "source": "offline" if report.model == "offline" else gen.source,
+        "source": text_source(report),
         "model": report.model,
         "model_error": report.model_error,
         "releases": {

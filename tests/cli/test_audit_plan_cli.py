@@ -116,5 +116,5 @@ def test_plan_simulate_plots(tmp_path: Path, weeks: int) -> None:
         assert res.exit_code == 0, res.output
         assert "fits the budget" in res.output
     else:
-        assert res.exit_code == 1
+        assert res.exit_code == 3  # budget refused
         assert "exhausts the budget" in res.output

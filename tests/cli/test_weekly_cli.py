@@ -105,12 +105,12 @@ def test_config_and_data_errors_have_their_codes(
     code, out = _weekly("-c", str(_config(tmp_path, tmp_path / "none.db")), "--week", WEEK)
     assert code == EXIT_DATA and "does not exist" in out
     code, out = _weekly("-c", str(_config(tmp_path, db)), "--week", "2026-W99")
-    assert code == EXIT_DATA and "not a week of 2026" in out
+    assert code == EXIT_CONFIG and "not a week of 2026" in out  # usage error
     code, out = _weekly("--week", WEEK, "--last-complete")
     assert code == 2
 
 
-def test_model_failure_exits_4_after_writing_the_fallback(
+def test_model_failure_exits_5_after_writing_the_fallback(
     tmp_path: Path, demo: tuple[Path, DemoData]
 ) -> None:
     db, _ = demo
@@ -157,3 +157,32 @@ def test_last_complete_week(today: dt.date, week: str) -> None:
 def test_help_documents_the_exit_codes() -> None:
     out = CliRunner().invoke(app, ["weekly", "--help"]).output
     assert "3 budget exhausted" in " ".join(out.split())
+    assert " ".join(out.split()).count("Exit codes") == 1
+
+
+def test_weekly_json_progress_and_guard_reads_report_json(
+    tmp_path: Path, demo: tuple[Path, DemoData]
+) -> None:
+    db, _ = demo
+    config = _config(tmp_path, db)
+    result = CliRunner().invoke(app, ["weekly", "-c", str(config), "--week", WEEK, "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)  # stdout holds the JSON only
+    assert summary["week"] == WEEK and summary["source"] == "offline"
+    assert summary["charged"] and summary["report_json"].endswith("report.json")
+    # piped: plain progress lines on stderr, one per step
+    assert "loading the redactor (Presidio, spaCy, jieba) …" in result.stderr
+    assert "\x1b[" not in result.stderr
+    # the report's own releases document checks the report's own text
+    text = tmp_path / "summary.txt"
+    text.write_text(summary["text"], encoding="utf-8")
+    check = CliRunner().invoke(app, ["guard", "check", "-r", summary["report_json"], str(text)])
+    assert check.exit_code == 0, check.output
+    doc = json.loads(Path(summary["report_json"]).read_text("utf-8"))
+    assert doc["schema"] == "dpllm.releases/1" and set(doc["derived"]) == {
+        "share_positive",
+        "share_negative",
+    }
+    quiet = CliRunner().invoke(app, ["weekly", "-c", str(config), "--week", WEEK, "--quiet"])
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+    assert "spent nothing" not in quiet.stdout and quiet.stdout.strip()

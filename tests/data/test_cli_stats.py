@@ -19,10 +19,12 @@ def test_demo_then_stats_then_cached_rerun(tmp_path: Path) -> None:
     args = ["stats", "--data", str(db), "--ledger", str(ledger), "--week", "2026-W47"]
     first = runner.invoke(app, [*args, "--json"])
     assert first.exit_code == 0, first.output
-    payload = json.loads(first.output)
-    assert payload["_budget"]["spent_micro"] == 1_600_000  # default catalogue without courses
-    assert {"mean_rating", "rating_histogram", "share_high", "topic_counts"} <= set(payload)
-    again = json.loads(runner.invoke(app, [*args, "--json"]).output)
+    payload = json.loads(first.stdout)
+    assert payload["schema"] == "dpllm.releases/1" and payload["window"] == "2026-W47"
+    assert payload["budget"]["spent_micro"] == 1_600_000  # default catalogue without courses
+    assert {"mean_rating", "rating_histogram", "topic_counts"} <= set(payload["releases"])
+    assert set(payload["derived"]) == {"share_positive", "share_negative"}
+    again = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
     assert again == payload  # cached: same releases, nothing charged again
     table = runner.invoke(app, [*args, "--query", "mean_rating"])
     assert table.exit_code == 0 and "mean_rating" in table.output and "ε spent 1.6" in table.output
@@ -42,6 +44,6 @@ def test_stats_errors(tmp_path: Path) -> None:
             "2026-W47",
         ],
     )
-    assert missing.exit_code == 1 and "does not exist" in missing.output
+    assert missing.exit_code == 4 and "does not exist" in missing.output  # data unavailable
     bad = runner.invoke(app, ["stats", "--data", "x.db", "--week", "2026-W47", "--query", "nope"])
     assert bad.exit_code != 0

@@ -49,6 +49,8 @@ def test_pool_not_theirs_is_403(proxy: Proxy) -> None:
     )
     assert r.status_code == 403
     assert r.json()["error"]["type"] == "permission_error"
+    message = r.json()["error"]["message"]
+    assert "is not one of the pools of analyst 'bob'" in message and "''s" not in message
 
 
 @pytest.mark.parametrize(
