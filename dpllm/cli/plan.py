@@ -129,6 +129,9 @@ def plan(
 
 
 def _plot(weeks: list[SimulatedWeek], out: Path, *, title: str, sym: str) -> None:
+    from dpllm._extras import require
+
+    require("matplotlib", extra="charts", feature="dpllm plan simulate --out (the burn chart)")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

@@ -43,6 +43,9 @@ def serve(
     import logging
     import os
 
+    from dpllm._extras import require
+
+    require("uvicorn", extra="server", feature="dpllm serve")
     import uvicorn
 
     from dpllm.config import Settings
