@@ -121,8 +121,12 @@ def _fake_openai(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def run_page(
     path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, text: str | None = None
-) -> int:
-    """Run every ```python block of the page at ``path``; return how many ran."""
+) -> tuple[int, dict[str, object]]:
+    """Run every ```python block of the page at ``path``.
+
+    Returns:
+        How many blocks ran, and the namespace they ran in (for further checks).
+    """
     text = path.read_text("utf-8") if text is None else text
     monkeypatch.chdir(tmp_path)
     wanted = setups(text)
@@ -141,7 +145,7 @@ def run_page(
             code = "\n" * (block.line - 1) + block.source
             exec(compile(code, str(path), "exec"), namespace)  # noqa: S102 - our own docs
             ran += 1
-    return ran
+    return ran, namespace
 
 
 @contextmanager

@@ -29,7 +29,7 @@ def test_the_site_has_its_pages() -> None:
 
 @pytest.mark.parametrize("page", WITH_PYTHON, ids=_id)
 def test_python_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert run_page(page, tmp_path, monkeypatch) > 0
+    assert run_page(page, tmp_path, monkeypatch)[0] > 0
 
 
 @pytest.mark.parametrize("page", PAGES, ids=_id)
@@ -51,6 +51,6 @@ def test_skip_and_setup_markers_work(tmp_path: Path, monkeypatch: pytest.MonkeyP
         "<!-- test: skip needs a server -->\n```python\nraise SystemExit('must not run')\n```\n\n"
         "- a list item:\n\n  ```python\n  assert x == 1\n  ```\n"
     )
-    assert run_page(page, tmp_path, monkeypatch, text=text) == 2
+    assert run_page(page, tmp_path, monkeypatch, text=text)[0] == 2
     with pytest.raises(AssertionError, match="page.md"):
         check_toml(page, text="```toml\nkey = \n```\n")

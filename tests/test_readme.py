@@ -16,7 +16,7 @@ README = ROOT / "README.md"
 
 
 def test_readme_python_blocks_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert run_page(README, tmp_path, monkeypatch) >= 1
+    assert run_page(README, tmp_path, monkeypatch)[0] >= 1
 
 
 def test_readme_toml_blocks_parse() -> None:

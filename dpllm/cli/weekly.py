@@ -1,6 +1,6 @@
 """``dpllm weekly`` (the weekly summary job) and ``dpllm init`` (a commented dpllm.toml).
 
-Exit codes of ``dpllm weekly`` (also in ``--help`` and the README):
+Exit codes of ``dpllm weekly`` (also in ``--help`` and docs/how-to/weekly-job.md):
 
 ====  ==========================================================================
 0     done: the report is written
