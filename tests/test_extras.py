@@ -114,3 +114,16 @@ def test_weekly_charts(monkeypatch: pytest.MonkeyPatch) -> None:
     _missing(monkeypatch, "matplotlib")
     with pytest.raises(MissingExtra, match=r'pip install "dpllm\[charts\]"'):
         histogram_png(fake_release("rating_histogram", 10, 5, 15), week="2026-W47")
+
+
+def test_dpllm_serve_without_the_server_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from dpllm.cli import app
+
+    _forget(monkeypatch, "dpllm.server")
+    _missing(monkeypatch, "uvicorn", "fastapi")
+    result = CliRunner().invoke(app, ["serve", "--config", "missing.toml"])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert 'pip install "dpllm[server]"' in result.output

@@ -44,14 +44,17 @@ def serve(
     import os
 
     from dpllm._extras import require
-
-    require("uvicorn", extra="server", feature="dpllm serve")
-    import uvicorn
-
     from dpllm.config import Settings
-    from dpllm.errors import DPLLMError
-    from dpllm.server import create_app
-    from dpllm.server.logging import configure_json_logging
+    from dpllm.errors import DPLLMError, MissingExtra
+
+    try:
+        require("uvicorn", extra="server", feature="dpllm serve")
+        from dpllm.server import create_app
+        from dpllm.server.logging import configure_json_logging
+    except MissingExtra as exc:  # installed without the [server] extra
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from None
+    import uvicorn
 
     try:
         settings = Settings.load(config).from_env(os.environ)
