@@ -15,9 +15,14 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 	$(PIP) install --quiet -e ".[charts]"
 	touch $@
 
+# The docs site needs only the core and the docs tools (not the whole dev extra).
+$(VENV)/.installed-docs: pyproject.toml | $(PY)
+	$(PIP) install --quiet -e ".[docs]"
+	touch $@
+
 $(VENV)/.installed-dev: pyproject.toml | $(PY)
 	$(PIP) install --quiet -e ".[dev]"
-	touch $(VENV)/.installed $@
+	touch $(VENV)/.installed $(VENV)/.installed-docs $@
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
@@ -37,7 +42,7 @@ test: check
 	$(PY) -m pytest
 
 # The documentation site, served while you edit docs/ (http://127.0.0.1:8000).
-docs: $(VENV)/.installed-dev
+docs: $(VENV)/.installed-docs
 	$(VENV)/bin/mkdocs serve
 
 format: $(VENV)/.installed-dev
