@@ -9,6 +9,7 @@ code. ``python scripts/docs_cli_reference.py`` prints the same Markdown.
 
 from __future__ import annotations
 
+import html
 import re
 import sys
 from collections.abc import Iterator
@@ -47,6 +48,12 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def _code(text: str) -> str:
+    """Inline code that may hold ``|`` inside a table cell (a code span would show ``\\|``)."""
+    escaped = html.escape(" ".join(text.split())).replace("|", "&#124;")
+    return f"<code>{escaped}</code>"
+
+
 def _help(cmd: Command) -> str:
     text = (cmd.help or "").strip()
     # Click's \b marks a paragraph that must not be rewrapped; Markdown needs no marker.
@@ -61,7 +68,7 @@ def _param_row(param: Param, ctx: Context) -> str:
     else:
         names, what = record
     required = " **required**" if param.required and "required" not in what else ""
-    return f"| `{_cell(names)}` | {_cell(what)}{required} |"
+    return f"| {_code(names)} | {_cell(what)}{required} |"
 
 
 def reference() -> str:

@@ -54,3 +54,24 @@ def test_skip_and_setup_markers_work(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert run_page(page, tmp_path, monkeypatch, text=text)[0] == 2
     with pytest.raises(AssertionError, match="page.md"):
         check_toml(page, text="```toml\nkey = \n```\n")
+
+
+def test_the_cli_reference_covers_every_command() -> None:
+    import importlib.util
+
+    import typer.main
+
+    from dpllm.cli import app
+
+    spec = importlib.util.spec_from_file_location(
+        "cli_ref", ROOT / "scripts" / "docs_cli_reference.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = module.reference()
+    root = typer.main.get_command(app)
+    ctx = root.context_class(root, info_name="dpllm")
+    for name in root.list_commands(ctx):
+        assert f"## `dpllm {name}`" in text, name
+    assert (DOCS / "reference" / "cli.md").read_text("utf-8").count(module.MARKER) == 1
