@@ -4,34 +4,46 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: demo test check format install install-dev clean bench mutate
+.PHONY: demo test check docs format install install-dev clean bench mutate
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
+# The demo's weekly report draws charts: the core plus the charts extra.
 $(VENV)/.installed: pyproject.toml | $(PY)
-	$(PIP) install --quiet -e .
+	$(PIP) install --quiet -e ".[charts]"
+	touch $@
+
+# The docs site needs only the core and the docs tools (not the whole dev extra).
+$(VENV)/.installed-docs: pyproject.toml | $(PY)
+	$(PIP) install --quiet -e ".[docs]"
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(PY)
 	$(PIP) install --quiet -e ".[dev]"
-	touch $(VENV)/.installed $@
+	touch $(VENV)/.installed $(VENV)/.installed-docs $@
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
 demo: $(VENV)/.installed
 	$(VENV)/bin/dpllm weekly --demo
+	@echo "next: . $(VENV)/bin/activate (or $(VENV)/bin/dpllm), then dpllm --help and dpllm quickstart; docs: make docs"
 
 check: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check dpllm tests bench examples scripts
 	$(VENV)/bin/ruff format --check dpllm tests bench examples scripts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/dpllm templates lint
+	$(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
 
 test: check
 	$(PY) -m pytest
+
+# The documentation site, served while you edit docs/ (http://127.0.0.1:8000).
+docs: $(VENV)/.installed-docs
+	$(VENV)/bin/mkdocs serve
 
 format: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check --fix dpllm tests bench examples scripts

@@ -3,7 +3,9 @@
 Re-exports only; each concept lives in its own module. Names backed by Presidio
 (``Redactor``, ``Vault``, ``wrap`` …) are resolved on first access, because
 importing Presidio loads spaCy (seconds) and most users of ``import dpllm`` —
-the CLI's ``--help`` included — never redact anything.
+the CLI's ``--help`` included — never redact anything. Names backed by an
+optional extra (``PostgresLedger``, the ``LDP*`` ingest service) are lazy too, so
+``import dpllm`` works on the core install (see ``dpllm/_extras.py``).
 
 The package, one line a folder (lower lines never import higher ones;
 ``tests/test_layers.py`` checks it):
@@ -59,6 +61,7 @@ from dpllm.errors import (
     InvalidReport,
     LedgerError,
     LedgerUnavailable,
+    MissingExtra,
     ModelAuthError,
     ModelBadResponse,
     ModelError,
@@ -89,7 +92,6 @@ from dpllm.ledger import (
     release_once,
 )
 from dpllm.ledger.factory import open_ledger
-from dpllm.ledger.postgres import PostgresLedger
 from dpllm.privacy.audit import AuditResult, audit_mechanism
 from dpllm.privacy.mechanisms import (
     DiscreteGaussian,
@@ -108,6 +110,7 @@ from dpllm.weekly.job import WeeklyJob, WeeklyReport, run_weekly
 if TYPE_CHECKING:
     from dpllm.chat.wrapper import wrap
     from dpllm.ldp.ingest import LDPClient, LDPIngest, LDPStore
+    from dpllm.ledger.postgres import PostgresLedger
     from dpllm.redact import RedactionResult, Redactor, Vault
 
 __version__ = "0.1.0"
@@ -117,6 +120,7 @@ _LAZY = {
     "LDPClient": "dpllm.ldp.ingest",
     "LDPIngest": "dpllm.ldp.ingest",
     "LDPStore": "dpllm.ldp.ingest",
+    "PostgresLedger": "dpllm.ledger.postgres",
     "RedactionResult": "dpllm.redact",
     "Redactor": "dpllm.redact",
     "Vault": "dpllm.redact",
@@ -177,6 +181,7 @@ __all__ = [
     "LintIssue",
     "MeanRating",
     "Measure",
+    "MissingExtra",
     "ModelAuthError",
     "ModelBadResponse",
     "ModelClient",

@@ -6,7 +6,8 @@ keeps working for code that does not know dpllm::
 
     DPLLMError (Exception)
     ├── ConfigError (ValueError)                 malformed dpllm.toml / settings
-    │   └── UnknownPool (ConfigError)            a budget pool that is not configured
+    │   ├── UnknownPool (ConfigError)            a budget pool that is not configured
+    │   └── MissingExtra (ConfigError, ImportError)  an optional extra is not installed
     ├── InvalidPrivacyParameter (ValueError)     ε ≤ 0, NaN, δ ∉ (0, 1), overflow …
     ├── BudgetError
     │   ├── BudgetExceeded (BudgetError, ValueError)   a charge would pass a cap
@@ -55,6 +56,7 @@ __all__ = [
     "InvalidReport",
     "LedgerError",
     "LedgerUnavailable",
+    "MissingExtra",
     "ModelAuthError",
     "ModelBadResponse",
     "ModelError",
@@ -99,6 +101,20 @@ class ConfigError(DPLLMError, ValueError):
 
 class UnknownPool(ConfigError):
     """A budget pool is named that the ledger does not know; configure it first."""
+
+
+class MissingExtra(ConfigError, ImportError):
+    """A feature needs an optional dependency ("extra") that is not installed.
+
+    The message names the command that installs it (``pip install "dpllm[duckdb]"``);
+    ``module`` is the missing module and ``extra`` the extra that provides it. It is
+    also an :class:`ImportError`, so ``except ImportError`` keeps working.
+    """
+
+    def __init__(self, message: str, *, module: str, extra: str) -> None:
+        super().__init__(message)
+        self.module = module
+        self.extra = extra
 
 
 class InvalidPrivacyParameter(DPLLMError, ValueError):

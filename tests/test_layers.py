@@ -24,6 +24,7 @@ RANKS: dict[str, int] = {
     "windows": 1,
     "rounding": 1,
     "_jieba": 1,
+    "_extras": 1,  # optional dependencies: imports only errors
     # the cores, each on its own
     "privacy": 2,
     "ldp": 2,

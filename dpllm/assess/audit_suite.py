@@ -50,6 +50,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from dpllm._extras import require
 from dpllm.data.engines import DuckDBEngine, Engine, SQLiteEngine
 from dpllm.data.queries import Exact, FeedbackCount, Query, Scope
 from dpllm.data.sql import ColumnMap
@@ -193,6 +194,7 @@ def _engine(kind: str, records: Sequence[Record], folder: Path, name: str) -> It
             yield engine
         return
     if kind == "duckdb":
+        require("duckdb", extra="duckdb", feature="dpllm audit --engine duckdb")
         import duckdb
 
         dpath = folder / f"{name}.duckdb"

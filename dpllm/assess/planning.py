@@ -19,8 +19,8 @@ with the query's own calibration (discrete noise rounds widths up).
 **Burn simulation.** :func:`simulate_schedule` replays a schedule of weekly
 releases against a real (temporary) :class:`~dpllm.ledger.sqlite.SQLiteLedger`
 with the configured pools, so window caps, lifetime caps, parents and the
-release cache behave exactly as in production. See "Planning a budget" in the README
-for the schedule file format.
+release cache behave exactly as in production. See "Plan a budget" in the docs
+(docs/how-to/plan-budget.md) for the schedule file format.
 """
 
 from __future__ import annotations
@@ -331,7 +331,7 @@ class Schedule:
 
     @classmethod
     def load(cls, path: str | Path) -> Schedule:
-        """Read a schedule TOML file (see "Planning a budget" in the README).
+        """Read a schedule TOML file (see docs/how-to/plan-budget.md).
 
         Raises:
             ConfigError: missing file, bad TOML, or an invalid value.

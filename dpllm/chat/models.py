@@ -157,8 +157,8 @@ class OpenAIModelClient:
             The :class:`Completion` (raw text; redact and guard it before use).
 
         Raises:
-            ModelTimeout, ModelUnreachable, ModelAuthError, ModelRateLimited,
-            ModelBadResponse: see the module docstring.
+            ModelError: one of ``ModelTimeout``, ``ModelUnreachable``, ``ModelAuthError``,
+                ``ModelRateLimited``, ``ModelBadResponse`` (see the module docstring).
         """
         import openai
 

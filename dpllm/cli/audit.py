@@ -160,6 +160,9 @@ def utility(
     as_json: JsonOption = False,
 ) -> None:
     """Plot relative error against ε for one query (synthetic data by default)."""
+    from dpllm._extras import require
+
+    require("matplotlib", extra="charts", feature="dpllm audit utility (the PNG plot)")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

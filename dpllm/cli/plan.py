@@ -169,6 +169,9 @@ def _plot(weeks: list[SimulatedWeek], out: Path, *, title: str, sym: str) -> Non
 
 def burn_figure(weeks: list[SimulatedWeek], *, title: str, sym: str) -> Any:
     """The budget-burn chart as a matplotlib ``Figure`` (tests read its texts back)."""
+    from dpllm._extras import require
+
+    require("matplotlib", extra="charts", feature="dpllm plan simulate --out (the burn chart)")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

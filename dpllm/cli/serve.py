@@ -45,12 +45,18 @@ def serve(
     import logging
     import os
 
-    import uvicorn
-
+    from dpllm._extras import require
     from dpllm.config import Settings
-    from dpllm.errors import DPLLMError
-    from dpllm.server import create_app
-    from dpllm.server.logging import configure_json_logging
+    from dpllm.errors import DPLLMError, MissingExtra
+
+    try:
+        require("uvicorn", extra="server", feature="dpllm serve")
+        from dpllm.server import create_app
+        from dpllm.server.logging import configure_json_logging
+    except MissingExtra as exc:  # installed without the [server] extra
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from None
+    import uvicorn
 
     _check_port(host, port)
     try:

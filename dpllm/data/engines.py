@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
+from dpllm._extras import require
 from dpllm.data.sql import ColumnMap, Dialect, Statement, quote_ident
 from dpllm.errors import DataError
 
@@ -236,6 +237,7 @@ class DuckDBEngine:
         *,
         threads: int | None = None,
     ) -> None:
+        require("duckdb", extra="duckdb", feature="DuckDB data sources (.duckdb, Parquet, CSV)")
         import duckdb
 
         paths = [str(source)] if isinstance(source, str | os.PathLike) else [str(p) for p in source]
@@ -354,6 +356,7 @@ class PostgresEngine:
     dialect = Dialect.POSTGRES
 
     def __init__(self, dsn: str, *, connect_timeout: int = 5) -> None:
+        require("psycopg", extra="postgres", feature="a PostgreSQL data source")
         import psycopg
 
         self._dsn = dsn

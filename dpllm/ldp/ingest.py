@@ -35,12 +35,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
-
+from dpllm._extras import require
 from dpllm.errors import DuplicateReport, InvalidReport, LedgerUnavailable
 from dpllm.ldp.mechanisms import LDPAggregate, LDPEstimate, LDPReport, LocalRandomizer
 from dpllm.release import MICRO, Cost, to_micro
+
+require("fastapi", extra="server", feature="the local-DP ingest service (dpllm.ldp.ingest)")
+
+from fastapi import APIRouter, Request  # noqa: E402 - after the extra check
+from fastapi.responses import JSONResponse  # noqa: E402
 
 if TYPE_CHECKING:
     import httpx

@@ -5,7 +5,7 @@ operator with database access — ever sees a user's true value: the client
 randomises it before it leaves the device, and the server only estimates
 population frequencies from many randomised reports. The price is accuracy: for
 the same ε, local DP needs roughly ``1/ε²``-times more users than central DP for
-the same error (see "Local or central DP?" in the README).
+the same error (see "Local or central DP?" in the docs, docs/concepts/local-dp.md).
 
 Two randomisers, each ε-LDP per report (the unit is one user's one report of
 one metric in one window):

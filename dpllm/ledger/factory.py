@@ -54,14 +54,10 @@ def open_ledger(url: str, *, base_dir: str | Path = ".") -> ManagedLedger:
         LedgerUnavailable: the database cannot be opened.
     """
     if url.startswith(("postgresql://", "postgres://")):
-        try:
-            from dpllm.ledger.postgres import PostgresLedger
-        except ImportError as exc:  # psycopg is an optional dependency
-            raise ConfigError(
-                f"a postgresql:// ledger needs psycopg ({exc}); install psycopg[binary] "
-                "or use a SQLite path",
-                field="ledger.url",
-            ) from exc
+        # psycopg is the [postgres] extra: without it this raises MissingExtra (a
+        # ConfigError) naming `pip install "dpllm[postgres]"`.
+        from dpllm.ledger.postgres import PostgresLedger
+
         ledger: ManagedLedger = PostgresLedger(url)
         return ledger
     path_text = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url

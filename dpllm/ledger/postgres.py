@@ -88,9 +88,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-import psycopg
-import psycopg.errors
-
+from dpllm._extras import require
 from dpllm.errors import ConfigError, LedgerError, LedgerUnavailable
 from dpllm.ledger import _rows, sql
 from dpllm.ledger._sql_base import DEFAULT_LEASE_SECONDS, DEFAULT_WAIT_SECONDS, Conn, Cursor
@@ -98,6 +96,11 @@ from dpllm.ledger._sql_ledger import _WAIT, SQLCharge, SQLLedger
 from dpllm.ledger.base import PoolSpec
 from dpllm.ledger.migrations import LEDGER_TABLE, POSTGRES_MIGRATIONS, pending
 from dpllm.release import Cost
+
+require("psycopg", extra="postgres", feature="a PostgreSQL ledger")
+
+import psycopg  # noqa: E402 - after the extra check, so a missing psycopg says what to install
+import psycopg.errors  # noqa: E402
 
 __all__ = ["DEFAULT_CONNECT_TIMEOUT", "PostgresLedger"]
 

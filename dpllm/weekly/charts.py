@@ -21,6 +21,7 @@ import io
 from collections.abc import Mapping
 from typing import Any
 
+from dpllm._extras import require
 from dpllm.release import Release
 from dpllm.weekly.job import WeeklyReport
 
@@ -41,6 +42,7 @@ _ORANGE = "#d9822b"
 
 
 def _figure(width: float, height: float) -> Any:
+    require("matplotlib", extra="charts", feature="the weekly report's charts")
     from matplotlib.figure import Figure
 
     # A bare Figure (not pyplot): no global state, no GUI backend, thread-safe.

@@ -1,4 +1,4 @@
-"""The README's statistics example runs as written, against demo data."""
+"""The statistics page's example runs as written, against demo data, and charges as it says."""
 
 from __future__ import annotations
 
@@ -6,23 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from dpllm.data.demo import generate_demo, write_demo
 from dpllm.data.stats import default_catalogue
 from dpllm.ledger.sqlite import SQLiteLedger
+from tests.markdown_blocks import ROOT, run_page
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = ROOT / "docs" / "concepts" / "statistics.md"
 
 
-def test_readme_snippet_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.test_readme import sections
-
-    blocks = sections()["Feedback statistics (`dpllm stats`)"]
-    assert blocks, "the stats README lost its Python example"
-    monkeypatch.chdir(tmp_path)
-    write_demo(generate_demo(users=200, weeks=2, seed=1, end_week="2026-W47"), "demo.db")
-    scope: dict[str, object] = {"__name__": "readme"}
-    for block in blocks:
-        exec(compile(block, str(README), "exec"), scope)
+def test_docs_snippet_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ran, scope = run_page(PAGE, tmp_path, monkeypatch)  # the page's demo-data set-up
+    assert ran, "the statistics page lost its Python example"
     weekly = scope["weekly"]
     assert isinstance(weekly, dict) and set(weekly) >= {"mean_rating", "rating_histogram"}
     assert weekly["mean_rating"] == scope["mean"]  # served from the cache

@@ -1,4 +1,4 @@
-"""The README's budget example runs as written and leaves a ledger where it says."""
+"""The budget page's example runs as written and leaves a ledger where it says."""
 
 from __future__ import annotations
 
@@ -6,15 +6,12 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+from tests.markdown_blocks import ROOT, run_page
+
+PAGE = ROOT / "docs" / "concepts" / "budget.md"
 
 
-def test_readme_snippet_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.test_readme import sections
-
-    blocks = sections()["The privacy budget"]
-    assert blocks, "the budget README lost its Python example"
-    monkeypatch.chdir(tmp_path)
-    for block in blocks:
-        exec(compile(block, str(README), "exec"), {"__name__": "readme"})
+def test_docs_snippet_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ran, _ = run_page(PAGE, tmp_path, monkeypatch)
+    assert ran, "the budget page lost its Python example"
     assert (tmp_path / ".dpllm" / "ledger.db").exists()
