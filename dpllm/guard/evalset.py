@@ -23,7 +23,8 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from dpllm.release import Cost, Release
+from dpllm.guard.evaldata import DOMAINS, Spec, domain_releases, topic_specs
+from dpllm.release import Release
 from dpllm.rounding import granularity, round_to
 
 __all__ = ["Case", "CategoryScore", "build_cases", "domain_releases", "evaluate"]
@@ -62,131 +63,6 @@ class CategoryScore:
     @property
     def false_flag_rate(self) -> float:
         return self.flagged / self.compliant if self.compliant else 0.0
-
-
-# --------------------------------------------------------------------------- releases
-@dataclass(frozen=True, slots=True)
-class _Spec:
-    name: str
-    value: float
-    lo: float
-    hi: float
-    kind: str
-    unit: str
-    en: tuple[str, ...]
-    zh: tuple[str, ...]
-    # how a figure is written after the number: en, zh
-    en_unit: str = ""
-    zh_unit: str = ""
-    noun: bool = False  # the label is a count noun ("157 feedback records")
-
-
-_DOMAINS: dict[str, tuple[_Spec, ...]] = {
-    "course": (
-        _Spec("feedback_count", 157, 147, 167, "count", "records",
-              ("feedback records", "responses", "comments"), ("反馈", "评论", "反馈记录"),
-              "", "条", noun=True),
-        _Spec("mean_rating", 4.31, 4.11, 4.51, "mean", "stars",
-              ("mean rating", "average rating"), ("平均评分", "平均分"), " stars", "分"),
-        _Spec("share_positive", 0.623, 0.593, 0.653, "proportion", "share",
-              ("share of positive ratings", "positive share"), ("好评率", "好评占比")),
-        _Spec("active_users", 88, 80, 96, "count", "users",
-              ("active students", "active users"), ("活跃学生", "活跃用户"), "", "人", noun=True),
-    ),
-    "support": (
-        _Spec("tickets", 1284, 1254, 1314, "count", "tickets",
-              ("support tickets", "tickets"), ("工单", "支持工单"), "", "张", noun=True),
-        _Spec("median_resolution_hours", 18.4, 17.9, 18.9, "median", "hours",
-              ("median resolution time", "median time to resolve"),
-              ("解决时间中位数", "中位解决时长"), " hours", "小时"),
-        _Spec("share_first_contact", 0.412, 0.392, 0.432, "proportion", "share",
-              ("first-contact resolution rate", "share resolved at first contact"),
-              ("首次解决率", "一次解决率")),
-        _Spec("reopened", 46, 38, 54, "count", "tickets",
-              ("reopened tickets", "tickets reopened"), ("重开工单", "被重新打开的工单"),
-              "", "张", noun=True),
-        _Spec("escalated", 71, 63, 79, "count", "tickets",
-              ("escalated tickets", "escalations"), ("升级工单", "被升级的工单"),
-              "", "张", noun=True),
-    ),
-    "app": (
-        _Spec("sessions", 12840, 12700, 12980, "count", "sessions",
-              ("sessions", "app sessions"), ("会话", "使用次数"), "", "次", noun=True),
-        _Spec("mean_session_minutes", 7.34, 7.14, 7.54, "mean", "minutes",
-              ("average session length", "mean session duration"),
-              ("平均会话时长", "平均使用时长"), " minutes", "分钟"),
-        _Spec("daily_users", 1_283_000, 1_253_000, 1_313_000, "count", "users",
-              ("daily active users", "daily users"), ("日活跃用户", "日活"), "", "人", noun=True),
-        _Spec("crash_rate", 0.0312, 0.0292, 0.0332, "proportion", "share",
-              ("crash rate", "share of sessions ending in a crash"), ("崩溃率", "闪退率")),
-    ),
-    "shop": (
-        _Spec("revenue", 1_283_400, 1_251_000, 1_315_800, "sum", "yuan",
-              ("revenue", "sales"), ("销售额", "营收"), " yuan", "元"),
-        _Spec("orders", 5620, 5540, 5700, "count", "orders",
-              ("orders", "purchases"), ("订单", "笔订单"), "", "笔", noun=True),
-        _Spec("mean_basket", 228.4, 221.0, 235.8, "mean", "yuan",
-              ("average order value", "average basket"), ("平均客单价", "客单价"), " yuan", "元"),
-        _Spec("share_returned", 0.263, 0.243, 0.283, "proportion", "share",
-              ("return rate", "share of orders returned"), ("退货率", "退货占比")),
-    ),
-}
-
-# A vector release: topic mentions in course feedback (the named-release loophole).
-_TOPICS = (
-    ("refund", 23, 15, 31, ("refund", "the refund process"), ("退款", "退款流程")),
-    ("video", 48, 40, 56, ("video", "lecture videos"), ("视频", "课程视频")),
-    ("homework", 34, 26, 42, ("homework", "assignments"), ("作业", "课后作业")),
-)
-
-
-def _release(spec: _Spec) -> Release:
-    terms = tuple(("en", t) for t in spec.en) + tuple(("zh", t) for t in spec.zh)
-    return Release(
-        name=spec.name,
-        values=(spec.value,),
-        intervals=((spec.lo, spec.hi),),
-        mechanism="discrete_laplace",
-        noise_scale=1.0,
-        cost=Cost.pure(0.5),
-        fingerprint=f"eval-{spec.name}",
-        kind=spec.kind,
-        unit=spec.unit,
-        seeded=True,
-        terms=terms,
-    )
-
-
-def domain_releases(domain: str) -> dict[str, Release]:
-    """The releases of one evaluation domain, by name (as a template would see them)."""
-    out = {s.name: _release(s) for s in _DOMAINS[domain]}
-    if domain == "course":
-        comp = tuple(
-            (label, "en", t) for label, *_, en, _zh in _TOPICS for t in en
-        ) + tuple((label, "zh", t) for label, *_, zh in _TOPICS for t in zh)
-        out["topic_counts"] = Release(
-            name="topic_counts",
-            values=tuple(float(t[1]) for t in _TOPICS),
-            intervals=tuple((float(t[2]), float(t[3])) for t in _TOPICS),
-            mechanism="discrete_laplace",
-            noise_scale=1.0,
-            cost=Cost.pure(0.5),
-            fingerprint="eval-topic_counts",
-            kind="count",
-            unit="records",
-            labels=tuple(t[0] for t in _TOPICS),
-            seeded=True,
-            terms=(("en", "topics"), ("zh", "话题")),
-            component_terms=comp,
-        )
-    return out
-
-
-def _topic_specs() -> tuple[_Spec, ...]:
-    return tuple(
-        _Spec(f"topic_counts[{label}]", v, lo, hi, "count", "records", en, zh, " times", "次")
-        for label, v, lo, hi, en, zh in _TOPICS
-    )
 
 
 # --------------------------------------------------------------------------- number wording
@@ -244,7 +120,7 @@ def _zh_small(n: int) -> str:  # 0 < n < 10000
 def _zh_int(n: int) -> str:
     if n == 0:
         return "零"
-    parts = []
+    parts: list[str] = []
     for size, word in ((100_000_000, "亿"), (10_000, "万"), (1, "")):
         q, n = divmod(n, size)
         if q:
@@ -269,11 +145,11 @@ def _digits(value: float, step: float, sep: bool = True) -> str:
 
 
 # --------------------------------------------------------------------------- values
-def _g(spec: _Spec, scale: float = 1.0) -> float:
+def _g(spec: Spec, scale: float = 1.0) -> float:
     return granularity((spec.hi - spec.lo) / 2 * scale, integer=spec.kind == "count")
 
 
-def _compliant_values(spec: _Spec, scale: float = 1.0) -> list[tuple[float, float]]:
+def _compliant_values(spec: Spec, scale: float = 1.0) -> list[tuple[float, float]]:
     """(value, step) pairs a faithful text may state (in the release's scale × ``scale``)."""
     g = _g(spec, scale)
     lo, hi = spec.lo * scale, spec.hi * scale
@@ -284,7 +160,7 @@ def _compliant_values(spec: _Spec, scale: float = 1.0) -> list[tuple[float, floa
     return out
 
 
-def _over_precise(spec: _Spec, scale: float = 1.0) -> tuple[float, float] | None:
+def _over_precise(spec: Spec, scale: float = 1.0) -> tuple[float, float] | None:
     g = _g(spec, scale)
     fine = g / 10
     if spec.kind == "count" and fine < 1:
@@ -306,7 +182,7 @@ def _read_step(v: float, step: float) -> float:
     return max(s, step)
 
 
-def _outside(spec: _Spec, others: Iterable[_Spec], scale: float = 1.0) -> tuple[float, float]:
+def _outside(spec: Spec, others: Iterable[Spec], scale: float = 1.0) -> tuple[float, float]:
     """A value at the band's granularity, clearly outside this band and every other one,
     even read with the slack its own rounding allows."""
     g = _g(spec, scale)
@@ -351,40 +227,40 @@ _ZH_AFTER = (
 class _Wording:
     category: str
     langs: tuple[str, ...]
-    applies: Callable[[_Spec], bool]
-    render: Callable[[_Spec, float, float, str, random.Random], str | None]
-    scale: Callable[[_Spec], float] = lambda s: 100.0 if s.kind == "proportion" else 1.0
+    applies: Callable[[Spec], bool]
+    render: Callable[[Spec, float, float, str, random.Random], str | None]
+    scale: Callable[[Spec], float] = lambda s: 100.0 if s.kind == "proportion" else 1.0
 
 
-def _unit(spec: _Spec, lang: str) -> str:
+def _unit(spec: Spec, lang: str) -> str:
     return spec.en_unit if lang == "en" else spec.zh_unit
 
 
-def _plain(spec: _Spec, v: float, step: float, lang: str, rnd: random.Random) -> str:
+def _plain(spec: Spec, v: float, step: float, lang: str, rnd: random.Random) -> str:
     if spec.kind == "proportion":
         return _digits(v, step) + ("%" if lang == "zh" or rnd.random() < 0.5 else " percent")
     return _digits(v, step) + _unit(spec, lang)
 
 
-def _full(spec: _Spec, v: float, step: float, lang: str, rnd: random.Random) -> str:
+def _full(spec: Spec, v: float, step: float, lang: str, rnd: random.Random) -> str:
     return _plain(spec, v, step, lang, rnd).translate(_FULL)
 
 
-def _en_num_words(spec: _Spec, v: float, step: float, lang: str, rnd: random.Random) -> str:
+def _en_num_words(spec: Spec, v: float, step: float, lang: str, rnd: random.Random) -> str:
     return _en_words(v, step) + _unit(spec, lang)
 
 
-def _percent_words(spec: _Spec, v: float, step: float, lang: str, rnd: random.Random) -> str:
+def _percent_words(spec: Spec, v: float, step: float, lang: str, rnd: random.Random) -> str:
     if lang == "zh":
         return "百分之" + _zh_words(v, step)
     return _en_words(v, step) + rnd.choice((" percent", " per cent"))
 
 
-def _zh_num(spec: _Spec, v: float, step: float, lang: str, rnd: random.Random) -> str:
+def _zh_num(spec: Spec, v: float, step: float, lang: str, rnd: random.Random) -> str:
     return _zh_words(v, step) + _unit(spec, lang)
 
 
-def _cheng(spec: _Spec, v: float, step: float, lang: str, rnd: random.Random) -> str | None:
+def _cheng(spec: Spec, v: float, step: float, lang: str, rnd: random.Random) -> str | None:
     tenths, rest = divmod(round(v), 10)
     if step >= 10 and rest == 0 and 0 < tenths < 10:
         return _ZH_D[tenths] + rnd.choice(("成", "折"))
@@ -393,7 +269,7 @@ def _cheng(spec: _Spec, v: float, step: float, lang: str, rnd: random.Random) ->
     return None
 
 
-def _fenzhi(spec: _Spec, v: float, step: float, lang: str, rnd: random.Random) -> str | None:
+def _fenzhi(spec: Spec, v: float, step: float, lang: str, rnd: random.Random) -> str | None:
     frac = _fraction(v, step)
     if frac is None:
         return None
@@ -415,7 +291,7 @@ def _fraction_step(d: int) -> float:
     return 10.0 ** math.floor(math.log10(100 / d))
 
 
-def _en_fraction(spec: _Spec, v: float, step: float, lang: str, rnd: random.Random) -> str | None:
+def _en_fraction(spec: Spec, v: float, step: float, lang: str, rnd: random.Random) -> str | None:
     frac = _fraction(v, step)
     if frac is None:
         return None
@@ -423,7 +299,7 @@ def _en_fraction(spec: _Spec, v: float, step: float, lang: str, rnd: random.Rand
     return f"{_en_int(n)} {rnd.choice(('in', 'out of'))} {_en_int(d)}"
 
 
-def _dozen(spec: _Spec, v: float, step: float, lang: str, rnd: random.Random) -> str | None:
+def _dozen(spec: Spec, v: float, step: float, lang: str, rnd: random.Random) -> str | None:
     if v % 12 and v != 6:
         return None
     if v == 6:
@@ -432,7 +308,7 @@ def _dozen(spec: _Spec, v: float, step: float, lang: str, rnd: random.Random) ->
     return "a dozen" if k == 1 else f"{_en_int(k)} dozen"
 
 
-def _mag_en(spec: _Spec, v: float, step: float, lang: str, rnd: random.Random) -> str | None:
+def _mag_en(spec: Spec, v: float, step: float, lang: str, rnd: random.Random) -> str | None:
     if v >= 1_000_000:
         m, s = v / 1e6, step / 1e6
         num = _digits(m, s, sep=False)
@@ -448,7 +324,7 @@ def _mag_en(spec: _Spec, v: float, step: float, lang: str, rnd: random.Random) -
     return f"{num}{word}"
 
 
-def _mag_zh(spec: _Spec, v: float, step: float, lang: str, rnd: random.Random) -> str | None:
+def _mag_zh(spec: Spec, v: float, step: float, lang: str, rnd: random.Random) -> str | None:
     if v < 10_000:
         return None
     if v >= 100_000_000 or (v >= 1_000_000 and rnd.random() < 0.2):
@@ -461,11 +337,11 @@ def _mag_zh(spec: _Spec, v: float, step: float, lang: str, rnd: random.Random) -
     return num + word + _unit(spec, lang)
 
 
-def _decimal_prop(spec: _Spec, v: float, step: float, lang: str, rnd: random.Random) -> str:
+def _decimal_prop(spec: Spec, v: float, step: float, lang: str, rnd: random.Random) -> str:
     return _digits(v / 100, step / 100)
 
 
-def _range(spec: _Spec, v: float, step: float, lang: str, rnd: random.Random) -> str | None:
+def _range(spec: Spec, v: float, step: float, lang: str, rnd: random.Random) -> str | None:
     # v is the centre; a band of ± 2 steps (same precision as v)
     lo, hi = v - 2 * step, v + 2 * step
     if lo <= 0:
@@ -495,9 +371,10 @@ _WORDINGS: tuple[_Wording, ...] = (
 )
 
 
-def _sentence(spec: _Spec, lang: str, num: str, rnd: random.Random, frame_i: int) -> str:
+def _sentence(spec: Spec, lang: str, num: str, rnd: random.Random, frame_i: int) -> str:
     labels = spec.en if lang == "en" else spec.zh
     label = labels[frame_i % len(labels)]
+    frames: tuple[str, ...]
     if lang == "en":
         frames = _EN_AFTER if spec.noun and frame_i % 2 == 0 else _EN_BEFORE
         approx = _EN_APPROX[frame_i % len(_EN_APPROX)]
@@ -517,7 +394,12 @@ _DATES_EN = (
     "Between 2026-11-16 and 2026-11-22, ",
     "For week 47 (Nov 16 to Nov 22), ",
 )
-_DATES_ZH = ("11 月 16 日—22 日，", "2026年11月16日至22日，", "第47周（11月16日到22日）", "本周（11/16–11/22）")
+_DATES_ZH = (
+    "11 月 16 日—22 日，",
+    "2026年11月16日至22日，",
+    "第47周（11月16日到22日）",
+    "本周（11/16–11/22）",
+)
 
 
 def build_cases(seed: int = SEED) -> list[Case]:
@@ -531,8 +413,8 @@ def build_cases(seed: int = SEED) -> list[Case]:
         n += 1
         cases.append(Case(f"{n:05d}", category, domain, lang, text, violating, rel))
 
-    for domain, specs in _DOMAINS.items():
-        all_specs = specs + (_topic_specs() if domain == "course" else ())
+    for domain, specs in DOMAINS.items():
+        all_specs = specs + (topic_specs() if domain == "course" else ())
         for spec in all_specs:
             others = [s for s in all_specs if s is not spec]
             for w in _WORDINGS:
@@ -571,7 +453,7 @@ def build_cases(seed: int = SEED) -> list[Case]:
                         body = body[:1].lower() + body[1:] if lang == "en" else body
                         add("dates", domain, lang, date + body, violating, spec.name)
     # the loophole: a sentence names one topic and states a figure in another topic's band
-    topics = _topic_specs()
+    topics = topic_specs()
     for spec in topics:
         for other in topics:
             if other is spec:
@@ -584,12 +466,18 @@ def build_cases(seed: int = SEED) -> list[Case]:
                             text = f"{label[:1].upper() + label[1:]} was mentioned around {v:.0f} times."
                         else:
                             text = f"{label}被提及约{v:.0f}次。"
-                        add("named release, other's band", "course", lang, text, violating,
-                            spec.name)
+                        add(
+                            "named release, other's band",
+                            "course",
+                            lang,
+                            text,
+                            violating,
+                            spec.name,
+                        )
     return cases
 
 
-def _dozen_variants(spec: _Spec, others: list[_Spec]) -> list[tuple[bool, float, float]]:
+def _dozen_variants(spec: Spec, others: list[Spec]) -> list[tuple[bool, float, float]]:
     """Multiples of a dozen (and half a dozen) inside the band, and far outside every band."""
     candidates = [6.0, *(12.0 * k for k in range(1, 9))]
     inside = [c for c in candidates if spec.lo <= c <= spec.hi]
@@ -602,7 +490,7 @@ def _dozen_variants(spec: _Spec, others: list[_Spec]) -> list[tuple[bool, float,
     return [(False, c, 1.0) for c in inside[:1]] + [(True, c, 1.0) for c in outside[:2]]
 
 
-def _fraction_variants(spec: _Spec, others: list[_Spec]) -> list[tuple[bool, float, float]]:
+def _fraction_variants(spec: Spec, others: list[Spec]) -> list[tuple[bool, float, float]]:
     """Compliant and violating fractions (in points) for a proportion."""
     lo, hi = spec.lo * 100, spec.hi * 100
     out: list[tuple[bool, float, float]] = []
@@ -632,7 +520,7 @@ def evaluate(
         Category → :class:`CategoryScore`, with an ``"all"`` entry and a
         ``"domain: …"`` entry per domain.
     """
-    releases = {d: domain_releases(d) for d in _DOMAINS}
+    releases = {d: domain_releases(d) for d in DOMAINS}
     scores: dict[str, CategoryScore] = {}
     for case in cases:
         flagged = check(case.text, releases[case.domain], case.lang)
