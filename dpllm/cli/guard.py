@@ -113,8 +113,11 @@ def evaluate_guard(
         return not guard.check(text, language=lang).ok
 
     scores = evaluate(cases, flagged)
-    order = ["all", *sorted(k for k in scores if k != "all" and not k.startswith("domain")),
-             *sorted(k for k in scores if k.startswith("domain"))]
+    order = [
+        "all",
+        *sorted(k for k in scores if k != "all" and not k.startswith("domain")),
+        *sorted(k for k in scores if k.startswith("domain")),
+    ]
     if as_json:
         rows = {
             k: {
@@ -127,7 +130,9 @@ def evaluate_guard(
         }
         typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
         return
-    typer.echo(f"{'category':32} {'violating':>9} {'recall':>7} {'compliant':>9} {'false flags':>11}")
+    typer.echo(
+        f"{'category':32} {'violating':>9} {'recall':>7} {'compliant':>9} {'false flags':>11}"
+    )
     for k in order:
         s = scores[k]
         typer.echo(

@@ -12,6 +12,9 @@ each to a release, and applies three rules:
 ``outside-band``
     the figure, read with the slack its own rounding allows (± half its stated
     step: "160" covers 155–165), does not overlap the released interval.
+``unknown-reference``
+    a ``[[reference]]`` (:mod:`.references`) that names no release: references to
+    known releases are replaced by :meth:`Guard.resolve` before the check.
 ``unsupported``
     a statistic-like figure (a unit, a percentage, a decimal, a range, an
     approximation word, or a value ≥ 10) that matches no release. A violation or
@@ -50,6 +53,7 @@ from enum import StrEnum
 
 from dpllm.errors import GuardError
 from dpllm.guard.extract import NumberMention, extract_mentions, text_language
+from dpllm.guard.references import REFERENCE, Resolved, reference_name, resolve_references
 from dpllm.guard.targets import Target, TermIndex, build_targets
 from dpllm.guard.units import units_compatible
 from dpllm.release import Release
@@ -67,6 +71,7 @@ class Rule(StrEnum):
     OVER_PRECISE = "over-precise"
     OUTSIDE_BAND = "outside-band"
     UNSUPPORTED = "unsupported"
+    UNKNOWN_REFERENCE = "unknown-reference"
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,17 +273,23 @@ class Guard:
             language = text_language(text)
         if language not in ("en", "zh"):
             raise GuardError(f"language must be 'en', 'zh' or 'auto', got {language!r}")
-        mentions = tuple(self._reopen(m) for m in extract_mentions(text))
+        refs = list(REFERENCE.finditer(text)) if "[[" in text else []
+        readable = text
+        for r in refs:  # a reference's own characters are not figures ("[[hist.5]]")
+            readable = readable[: r.start()] + " " * (r.end() - r.start()) + readable[r.end() :]
+        mentions = tuple(self._reopen(m) for m in extract_mentions(readable))
         # A public constant's words are not context for the figures after it ("2 stars:
         # about 210" speaks of a count, not of the mean rating in stars).
-        blanked = text
+        blanked = readable
         for c in mentions:
             if c.constant is not None:
                 a, b = c.span
                 blanked = blanked[:a] + " " * (b - a) + blanked[b:]
         occurrences = self._terms.find(blanked) if mentions else None
         matches: list[str | None] = []
-        violations: list[Violation] = []
+        violations: list[Violation] = [
+            self._unknown_reference(r, text, language, auto) for r in refs
+        ]
         warnings: list[Violation] = []
         for m in mentions:
             if m.constant is not None or (m.bound == "<" and m.value in self._constants):
@@ -307,6 +318,32 @@ class Guard:
         return GuardReport(
             text, language, mentions, tuple(matches), tuple(violations), tuple(warnings)
         )
+
+    def resolve(self, text: str, *, language: str = "auto") -> Resolved:
+        """Replace each ``[[reference]]`` to a known release by its allowed phrase.
+
+        See :mod:`dpllm.guard.references`; unknown references stay in the text and
+        :meth:`check` reports them.
+        """
+        if not isinstance(text, str):
+            raise GuardError(f"the guard resolves text, got {type(text).__name__}")
+        return resolve_references(text, self._targets, language=language)
+
+    @property
+    def references(self) -> tuple[str, ...]:
+        """Every reference a text may cite (``"mean_rating"``, ``"topic_counts.refund"``)."""
+        return tuple(reference_name(t.name) for t in self._targets)
+
+    def _unknown_reference(
+        self, r: re.Match[str], text: str, language: str, auto: bool
+    ) -> Violation:
+        lang = _line_language(text, r.start()) if auto else language
+        known = ", ".join(f"[[{n}]]" for n in self.references) or "—"
+        if lang == "zh":
+            msg = f"“{r.group(0)}”不是已发布的统计量；可用的引用：{known}。"
+        else:
+            msg = f'"{r.group(0)}" names no released statistic; the references are: {known}.'
+        return Violation(r.span(), Rule.UNKNOWN_REFERENCE, None, r.group(0), None, None, msg)
 
     def _reopen(self, m: NumberMention) -> NumberMention:
         # "18 hours" is a public duration unless a release is measured in hours.
