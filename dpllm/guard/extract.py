@@ -153,6 +153,7 @@ _BOUND_BEFORE = re.compile(
 )
 _RANGE_SEP = re.compile(r"^\s*(?:–|—|-|~|〜|to|到|至|and)\s*(?:¥|￥|\$|€)?$", re.IGNORECASE)
 _BAND_SEP = re.compile(r"^\s*(?:±|\+/-|\+-)\s*$")
+_SCALE_LIST = re.compile(r"^\s*(?:or|and|,|、|或|和|与)\s*$", re.IGNORECASE)
 _BETWEEN = re.compile(r"(?:between|from)\s*$", re.IGNORECASE)
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -452,6 +453,18 @@ def _merge(norm: str, drafts: list[_Draft]) -> list[_Draft]:
                     i += 2
                     continue
         if (
+            b is not None
+            and _scale_point(b)
+            and a.constant is None
+            and not a.approx
+            and a.step is not None
+            and a.step >= 1
+            and 0 <= a.value <= 5
+            and a.end <= b.start
+            and _SCALE_LIST.match(norm[a.end : b.start])
+        ):
+            a.constant = "scale"  # "4 or 5 stars", "4、5 星": scale points listed
+        if (
             norm[a.start : a.start + 1] in "0123456789"
             and a.start > 0
             and norm[a.start - 1] in "-−"
@@ -463,6 +476,15 @@ def _merge(norm: str, drafts: list[_Draft]) -> list[_Draft]:
         out.append(a)
         i += 1
     return out
+
+
+def _scale_point(d: _Draft) -> bool:
+    """A point of the rating scale ("5 stars", "5 星"), not a mean."""
+    if d.constant == "scale":
+        return True
+    integer = d.step is None or d.step >= 1
+    stars = canonical_unit(d.unit) == "stars" if d.unit else False
+    return stars and integer and 0 <= d.value <= 5 and not d.approx and d.lo is None
 
 
 def _range(norm: str, a: _Draft, b: _Draft, between: re.Match[str] | None) -> _Draft:
