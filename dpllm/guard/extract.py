@@ -47,8 +47,12 @@ from dpllm.guard.units import CURRENCY_PREFIXES, canonical_unit
 __all__ = ["NumberMention", "extract_mentions", "text_language"]
 
 # One-to-one character mapping, so spans in the normalised text are spans in the original.
+# Full-width forms folded and ASCII letters lower-cased, one character for one, so
+# spans in the normalised text are spans in the original and no pattern needs
+# re.IGNORECASE (which makes every comparison case-fold, at a cost).
 _FULLWIDTH = {ord("０") + i: ord("0") + i for i in range(10)}
 _FULLWIDTH.update({ord(a): ord(b) for a, b in zip("．％～－＋：／", ".%~-+:/", strict=True)})
+_FULLWIDTH.update({ord(c): ord(c.lower()) for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,33 +113,28 @@ _ZH_STOP = (
     "一点点 有点 之一 一边 一面 一同 一共 一再 一向 一度 一味 一律 一时 一会 一番 一生 "
     "不一 同一 一般 一对一 三心二意 一五一十 百分百 万分 一成不变 一次"
 ).split()
-_MAGNITUDE = re.compile(
-    r"(?:(k|m|mn|b|bn)(?![A-Za-z])|(千|万|亿)|\s*(thousand|million|billion)\b)", re.IGNORECASE
-)
+_MAGNITUDE = re.compile(r"(?:(k|m|mn|b|bn)(?![A-Za-z])|(千|万|亿)|\s*(thousand|million|billion)\b)")
 _MAGNITUDES = {"k": 1000, "千": 1000, "万": 10_000, "亿": 100_000_000, "m": 1_000_000}
 _MAGNITUDES.update({"mn": 1_000_000, "b": 10**9, "bn": 10**9})
 _MAGNITUDES.update({"thousand": 1000, "million": 1_000_000, "billion": 10**9})
-_PERCENT = re.compile(
-    r"\s*(?:%|percent\b|per cent\b|pct\b|个百分点|percentage points?\b)", re.IGNORECASE
-)
+_PERCENT = re.compile(r"\s*(?:%|percent\b|per cent\b|pct\b|个百分点|percentage points?\b)")
 _ZH_APPROX_SUFFIX = re.compile(r"(?:多|余)")
 _ADJ = r"(?:(?:active|unique|distinct|new|total|written|individual|separate|valid|more)\s+)?"
 _UNIT_EN = re.compile(
     rf"\s*{_ADJ}(stars?|points?|users?|people|persons|students?|learners?|participants?|"
     r"respondents?|members?|responses?|ratings?|reviews?|comments?|feedback|entries|"
     r"submissions?|messages?|mentions?|votes?|hours?|hrs?|minutes?|mins?|seconds?|days?|"
-    r"sessions?|visits?|times|yuan|RMB|CNY|dollars?|euros?|tickets?|orders?|purchases?|"
+    r"sessions?|visits?|times|yuan|rmb|cny|dollars?|euros?|tickets?|orders?|purchases?|"
     r"customers?|visitors?|items?|records?)\b",
-    re.IGNORECASE,
 )
 _UNIT_ZH = re.compile(
     r"\s*(颗星|星级|星|分钟|分(?!钟|之)|条|份|人次|个人|人|位|名|个小时|小时|秒钟|秒|天|"
     r"万元|元|块|次|张|笔|单)"
 )
 _CATEGORY_OF_KEY = {"stars": "rating", "users": "users", "records": "count"}
-_CURRENCY_BEFORE = re.compile(r"(?:¥|￥|\$|€|US\$|\bRMB|\bCNY|\bUSD|\bEUR)\s*$", re.IGNORECASE)
-_FRACTION_SEP = re.compile(r"^\s+(?:in(?: every)?|out of)\s+$", re.IGNORECASE)
-_FRACTION_NOT = re.compile(r"\s*(?:stars?|points?|星|分)", re.IGNORECASE)
+_CURRENCY_BEFORE = re.compile(r"(?:¥|￥|\$|€|us\$|\brmb|\bcny|\busd|\beur)\s*$")
+_FRACTION_SEP = re.compile(r"^\s+(?:in(?: every)?|out of)\s+$")
+_FRACTION_NOT = re.compile(r"\s*(?:stars?|points?|星|分)")
 _TENTHS = re.compile(r"(成|折)")
 _ZH_CHARS = "零〇一二两三四五六七八九十百千万"
 _FENZHI = re.compile(rf"([{_ZH_CHARS}]+|[0-9]+)分之([{_ZH_CHARS}]+|[0-9]+)")
@@ -143,19 +142,23 @@ _TENTHS_NOT = "员功绩就立果本交为长绩人年熟"
 _APPROX_BEFORE = re.compile(
     r"(?:\babout|\baround|\broughly|\bapproximately|\bapprox\.?|\bnearly|\balmost|\bsome|"
     r"\bcirca|\bca\.|\bestimated|~|≈|约|大约|大概|差不多|将近|接近|近)\s*$",
-    re.IGNORECASE,
 )
 _APPROX_AFTER = re.compile(r"\s*(?:左右|上下)")
 _BOUND_BEFORE = re.compile(
     r"(?:(fewer than|less than|under|below|at most|up to|少于|不到|不足|低于|至多)|"
     r"(more than|over|above|at least|exceeding|超过|多于|高于|至少|逾))\s*$",
-    re.IGNORECASE,
 )
-_RANGE_SEP = re.compile(r"^\s*(?:–|—|-|~|〜|to|到|至|and)\s*(?:¥|￥|\$|€)?$", re.IGNORECASE)
+_RANGE_SEP = re.compile(r"^\s*(?:–|—|-|~|〜|to|到|至|and)\s*(?:¥|￥|\$|€)?$")
 _BAND_SEP = re.compile(r"^\s*(?:±|\+/-|\+-)\s*$")
-_SCALE_LIST = re.compile(r"^\s*(?:or|and|,|、|或|和|与)\s*$", re.IGNORECASE)
-_BETWEEN = re.compile(r"(?:between|from)\s*$", re.IGNORECASE)
+_SCALE_LIST = re.compile(r"^\s*(?:or|and|,|、|或|和|与)\s*$")
+_BETWEEN = re.compile(r"(?:between|from)\s*$")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
+_DROP_SEPARATORS = {ord(c): None for c in ", \u00a0\u202f\u2009"}
+# The last character each of the "before" patterns can end with (before trailing
+# spaces): a window whose last character is none of them is not searched at all.
+_CURRENCY_LAST = frozenset("¥￥$€bydr")
+_APPROX_LAST = frozenset("tdyx.eae~≈约概多近")
+_BOUND_LAST = frozenset("nrwtoe g于到足多过逾少".replace(" ", ""))
 
 
 def text_language(text: str) -> str:
@@ -201,7 +204,7 @@ def _zh_stop(text: str, start: int, end: int) -> bool:
 def _arabic(norm: str) -> list[_Raw]:
     out: list[_Raw] = []
     for m in _ARABIC.finditer(norm):
-        int_text = re.sub(r"[^\d]", "", m.group(1))
+        int_text = m.group(1).translate(_DROP_SEPARATORS)
         frac = m.group(2) or ""
         value = Decimal(f"{int_text}.{frac}" if frac else int_text)
         step: Decimal | None
@@ -375,12 +378,14 @@ def _decorate(norm: str, raw: _Raw, spans: list[tuple[int, int, str]]) -> _Draft
         d.approx, end = True, tail.end()
     d.end = end
     before = norm[max(0, raw.start - 24) : raw.start]
-    currency = _CURRENCY_BEFORE.search(before)
+    last = before.rstrip()[-1:]
+    currency = _CURRENCY_BEFORE.search(before) if last in _CURRENCY_LAST else None
     if currency:
         d.currency = currency.group(0).strip()
         d.start = raw.start - (len(before) - currency.start())
         before = before[: currency.start()]
-    approx = _APPROX_BEFORE.search(before)
+        last = before.rstrip()[-1:]
+    approx = _APPROX_BEFORE.search(before) if last and last in _APPROX_LAST else None
     if (
         approx
         and approx.group(0).strip() in "~≈"
@@ -389,7 +394,9 @@ def _decorate(norm: str, raw: _Raw, spans: list[tuple[int, int, str]]) -> _Draft
         approx = None  # "150~170": a range separator, not "about"
     if approx:
         d.approx, d.start = True, d.start - (len(before) - approx.start())
-    bound = _BOUND_BEFORE.search(norm[max(0, d.start - 24) : d.start])
+    window = norm[max(0, d.start - 24) : d.start]
+    last = window.rstrip()[-1:]
+    bound = _BOUND_BEFORE.search(window) if last and last in _BOUND_LAST else None
     if bound:
         d.bound = "<" if bound.group(1) else ">"
         d.start -= len(bound.group(0))
@@ -547,7 +554,7 @@ def extract_mentions(text: str) -> list[NumberMention]:
     raws = _raw_numbers(norm)
     if not raws:
         return []
-    spans = constant_spans(norm)
+    spans = constant_spans(norm, [r.start for r in raws])
     drafts = [_decorate(norm, raw, spans) for raw in raws]
     mentions: list[NumberMention] = []
     for d in _merge(norm, drafts):

@@ -56,10 +56,9 @@ _EN_NUMBER = re.compile(
     rf"(?(int)|(?(a)|(?!)))"
     rf"(?:\s+point(?P<frac>(?:\s+(?:{_D}))+))?"
     rf"(?:\s+(?P<mag>thousand|million|billion))?"
-    rf"(?P<dozen>\s*dozen)?)\b(?!-)",
-    re.IGNORECASE,
+    rf"(?P<dozen>\s*dozen)?)\b(?!-)"
 )
-_FIRST_WORD = re.compile(rf"\b(?:{_W}|a|an|half)\b", re.IGNORECASE)
+_FIRST_WORD = re.compile(rf"\b(?:{_W}|a|an|half)\b")
 
 
 def _int_words(words: str) -> int | None:
@@ -70,7 +69,7 @@ def _int_words(words: str) -> int | None:
 
 
 def english_numbers(text: str) -> list[WordNumber]:
-    """Every number written in English words in ``text``, with its span.
+    """Every number written in English words in ``text`` (lower-cased), with its span.
 
     Precision: an integer's step is the place of its last non-zero digit ("one
     hundred sixty" → 10), a decimal's the place of its last written digit

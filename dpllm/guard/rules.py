@@ -296,7 +296,7 @@ class Guard:
                 matches.append(None)  # a bound at an allowed constant: a public threshold
                 continue
             assert occurrences is not None
-            named = occurrences.naming(blanked, m.span[0], m.num_end, m.span[1])
+            named = occurrences.naming(m.span[0], m.num_end, m.span[1])
             lang = _line_language(text, m.span[0]) if auto else language
             target, pool, is_named = self._match(blanked, m, named)
             if target is not None:
@@ -357,8 +357,7 @@ class Guard:
         for t in pool:
             if t is chosen or t.category != chosen.category:
                 continue
-            read = _read(m, t)
-            if _gap(_stated_interval(read), t.lo, t.hi) == 0 and not _judge(read, t, language):
+            if _faithful(_read(m, t), t):
                 return t
         return None
 
@@ -450,8 +449,15 @@ def _allowed_forms(m: NumberMention, t: Target, language: str) -> tuple[str, str
     return (f"约{approx}{suffix}" if language == "zh" else f"about {approx}{suffix}"), band
 
 
+def _faithful(m: NumberMention, t: Target) -> bool:
+    """No rule broken: as coarse as ``t``'s granularity and overlapping its band."""
+    return is_as_coarse_as(m.step, t.step) and _gap(_stated_interval(m), t.lo, t.hi) == 0
+
+
 def _judge(m: NumberMention, t: Target, language: str) -> list[Violation]:
     out: list[Violation] = []
+    if _faithful(m, t):
+        return out  # the common case: no wording to build
     allowed, band = _allowed_forms(m, t, language)
     if not is_as_coarse_as(m.step, t.step):
         if language == "zh":

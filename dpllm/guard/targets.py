@@ -166,51 +166,71 @@ class TermIndex:
             parts.append(rf"(?<![A-Za-z])(?:{alt})(?:e?s)?(?![A-Za-z])")
         if other_p:
             parts.append("|".join(re.escape(p) for p in other_p))
-        self._pattern = re.compile("|".join(parts), re.IGNORECASE) if parts else None
+        self._pattern = re.compile("|".join(parts)) if parts else None
 
     def find(self, text: str) -> Occurrences:
         """Every naming phrase in ``text``: (start, end, target indices), in order."""
         found: list[tuple[int, int, frozenset[int]]] = []
         if self._pattern is not None:
-            for m in self._pattern.finditer(text):
+            # ASCII lower-casing keeps every offset (str.lower() may not: "İ" → "i̇").
+            for m in self._pattern.finditer(text.translate(_ASCII_LOWER)):
                 word = m.group(0).lower()
                 owners = self._owners.get(word)
                 if owners is None:
                     owners = self._owners.get(word[:-1]) or self._owners.get(word[:-2])
                 if owners:
                     found.append((m.start(), m.end(), owners))
-        return Occurrences(found)
+        return Occurrences(text, found)
 
 
-_SENTENCE_END = re.compile(r"[.。!！?？;；\n]")
+_ASCII_LOWER = {ord(c): ord(c.lower()) for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+# A full stop ends a sentence only before a space or the end ("4.3" is a number).
+_SENTENCE_END = re.compile(r"[。!！?？;；\n]|\.(?=\s|\Z)")
+_CLAUSE_END = re.compile(r"[。!！?？;；\n，、]|[.,:](?=\s|\Z)")
 _AFTER_GAP = re.compile(r"[^0-9.。!！?？;；\n,，]{0,24}\Z")
 
 
 class Occurrences:
     """The naming phrases of one text, searchable by position."""
 
-    def __init__(self, found: list[tuple[int, int, frozenset[int]]]) -> None:
+    def __init__(self, text: str, found: list[tuple[int, int, frozenset[int]]]) -> None:
+        self._text = text
         self._found = found
         self._starts = [f[0] for f in found]
         self._ends = [f[1] for f in found]
+        self._sentences = [m.end() for m in _SENTENCE_END.finditer(text)] if found else []
+        self._clauses = [m.end() for m in _CLAUSE_END.finditer(text)] if found else []
 
-    def naming(self, text: str, start: int, num_end: int, end: int) -> frozenset[int]:
-        """Targets a figure at ``start``–``end`` is said of: the nearest naming phrase
-        before it in its sentence, and one right after it ("about 160 feedback records").
+    def naming(self, start: int, num_end: int, end: int) -> frozenset[int]:
+        """Targets a figure at ``start``–``end`` is said of.
+
+        Every naming phrase before it in its clause ("提及退款的反馈约23条" names the
+        refund topic and the feedback), else the nearest one before it in its
+        sentence; and one right after it ("about 160 feedback records").
         """
         if not self._found:
             return frozenset()
         out: set[int] = set()
+        clause = _last_before(self._clauses, start)
+        sentence = _last_before(self._sentences, start)
         i = bisect.bisect_right(self._ends, start) - 1
         while i >= 0 and self._found[i][1] > start:
             i -= 1  # a phrase overlapping the figure's own words is not before it
-        if i >= 0:
-            s, e, owners = self._found[i]
-            if _SENTENCE_END.search(text, e, start) is None:
-                out |= owners
+        if i >= 0 and self._found[i][0] >= sentence:
+            out |= self._found[i][2]
+            i -= 1
+            while i >= 0 and self._found[i][0] >= clause:
+                out |= self._found[i][2]
+                i -= 1
         j = bisect.bisect_left(self._starts, num_end)
         if j < len(self._found):
             s, e, owners = self._found[j]
-            if s <= end + 24 and _AFTER_GAP.match(text, num_end, s):
+            if s <= end + 24 and _AFTER_GAP.match(self._text, num_end, s):
                 out |= owners
         return frozenset(out)
+
+
+def _last_before(ends: list[int], pos: int) -> int:
+    """The last boundary at or before ``pos`` (0 when none)."""
+    k = bisect.bisect_right(ends, pos) - 1
+    return ends[k] if k >= 0 else 0
