@@ -13,6 +13,7 @@ The goal (issue 19) is a guard p50 ≤ 2 ms.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import time
@@ -45,11 +46,20 @@ ZH = (
     "数据中加入了噪声，因此每个数字都是近似值。下周我们会继续关注视频问题和退款流程，论坛上也有"
     "不少学生提到。总体而言本周进展顺利：约一百六十条反馈，平均评分约四点三分，好评率约百分之六十二。"
     "课程组将在11月23日的例会上讨论这些结果，并在下一期周报中说明改进措施。"
+    "从各门课程来看，反馈的分布与上周基本一致：大约一半的反馈集中在前两门课程，其余分散在其他课程中。"
+    "活跃学生约90人，其中多数学生本周至少提交了一条反馈；平均每位学生的反馈数量与上周相近。"
+    "就评分而言，平均评分约4.3分，好评率约六成二，差评率较低；四星和五星评分合计占大多数，"
+    "一星和二星评分较少。提及退款的反馈约23条，主要集中在退款流程的说明不够清楚；提及课程视频的反馈"
+    "约50条，学生希望视频能够提供字幕和更清晰的讲解；提及作业的反馈约34条，主要是关于截止时间的安排。"
+    "需要说明的是，所有数字都是差分隐私估计值，其95%置信区间已在附录中列出：反馈总数约在150到170条之间，"
+    "平均评分约在4.1到4.5之间，好评率约在59%到65%之间。这些区间反映了为保护隐私而加入的噪声，"
+    "并不代表数据质量的问题。下一期周报（11月30日发布）将继续跟踪这些指标，并比较前后两周的变化。"
+    "如有疑问，请在本周五（11月27日）之前联系课程组，我们会在例会上统一答复。"
 )
 
 
-def timed(fns: list[Callable[[], object]], reps: int) -> list[tuple[float, float]]:
-    """Wall and CPU p50 (ms) of each function, calls interleaved."""
+def timed(fns: list[Callable[[], object]], reps: int) -> list[tuple[float, float, float]]:
+    """Wall p50, CPU p50 and CPU minimum (ms) of each function, calls interleaved."""
     for fn in fns:
         fn()
     wall: list[list[float]] = [[] for _ in fns]
@@ -60,7 +70,9 @@ def timed(fns: list[Callable[[], object]], reps: int) -> list[tuple[float, float
             fn()
             w.append((time.perf_counter() - t0) * 1000)
             c.append((time.process_time() - c0) * 1000)
-    return [(statistics.median(w), statistics.median(c)) for w, c in zip(wall, cpu, strict=True)]
+    return [
+        (statistics.median(w), statistics.median(c), min(c)) for w, c in zip(wall, cpu, strict=True)
+    ]
 
 
 def main() -> None:
@@ -70,16 +82,18 @@ def main() -> None:
     # As the weekly job does: the small-count threshold ("fewer than 5") is public wording.
     guard = Guard(domain_releases("course"), allowed_constants={5.0})
     digits = re.compile(r"[0-9]+")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"{'text':6} {'chars':>6} {'figures':>8} {'guard p50':>10} {'cpu p50':>8} "
-          f"{'scan p50':>9} {'ratio':>7}")  # fmt: skip
+          f"{'cpu min':>8} {'scan p50':>9} {'ratio':>7}")  # fmt: skip
     for name, text in (("en", EN), ("zh", ZH)):
         report = guard.check(text)
         assert report.ok, [v.message for v in report.violations]
-        (g_wall, g_cpu), (s_wall, _) = timed(
+        (g_wall, g_cpu, g_min), (s_wall, _, _) = timed(
             [lambda t=text: guard.check(t), lambda t=text: digits.findall(t)], args.reps
         )
         print(
             f"{name:6} {len(text):6d} {len(report.mentions):8d} {g_wall:8.3f}ms {g_cpu:6.3f}ms "
+            f"{g_min:6.3f}ms "
             f"{s_wall * 1000:7.2f}µs {g_wall / s_wall:6.0f}×"
         )
 

@@ -111,8 +111,11 @@ _ZH_NUM = re.compile(rf"[{_ZH_DIGITS}十百千万亿]+(?:点[{_ZH_DIGITS}]+)?")
 _ZH_STOP = (
     "一些 一般 一起 一直 一定 一样 一下 一致 一切 一旦 一方面 统一 唯一 万一 千万 十分 一点儿 "
     "一点点 有点 之一 一边 一面 一同 一共 一再 一向 一度 一味 一律 一时 一会 一番 一生 "
-    "不一 同一 一般 一对一 三心二意 一五一十 百分百 万分 一成不变 一次"
+    "不一 同一 一般 一对一 三心二意 一五一十 百分百 万分 一成不变 一次 一半"
 ).split()
+_ZH_STOP_MAX = max(len(w) for w in _ZH_STOP)
+# Every start position of a stop word (overlapping ones too), longest alternative first.
+_ZH_STOP_AT = re.compile("(?=(" + "|".join(sorted(set(_ZH_STOP), key=len, reverse=True)) + "))")
 _MAGNITUDE = re.compile(r"(?:(k|m|mn|b|bn)(?![A-Za-z])|(千|万|亿)|\s*(thousand|million|billion)\b)")
 _MAGNITUDES = {"k": 1000, "千": 1000, "万": 10_000, "亿": 100_000_000, "m": 1_000_000}
 _MAGNITUDES.update({"mn": 1_000_000, "b": 10**9, "bn": 10**9})
@@ -190,15 +193,15 @@ def _step_of_int(value: int) -> Decimal | None:
     return Decimal(10) ** zeros
 
 
-def _zh_stop(text: str, start: int, end: int) -> bool:
-    for word in _ZH_STOP:
-        lo = max(0, start - len(word) + 1)
-        idx = text.find(word, lo, end + len(word) - 1)
-        # A stop word begins at or before the numeral ("统一", "一些"); one that begins
-        # inside it ("七十一次" holds "一次") leaves the number alone.
-        if idx != -1 and idx <= start and idx + len(word) > start:
-            return True
-    return False
+def _zh_stops(text: str) -> dict[int, int]:
+    """Where a stop word starts → its length (the longest there), found in one pass."""
+    return {m.start(): len(m.group(1)) for m in _ZH_STOP_AT.finditer(text)}
+
+
+def _zh_stop(stops: dict[int, int], start: int) -> bool:
+    # A stop word begins at or before the numeral ("统一", "一些") and covers its first
+    # character; one that begins inside it ("七十一次" holds "一次") leaves it alone.
+    return any(stops.get(p, 0) > start - p for p in range(start - _ZH_STOP_MAX + 1, start + 1))
 
 
 def _arabic(norm: str) -> list[_Raw]:
@@ -232,10 +235,12 @@ def _arabic(norm: str) -> list[_Raw]:
 
 def _chinese(norm: str, taken: list[tuple[int, int]]) -> list[_Raw]:
     out: list[_Raw] = []
+    stops: dict[int, int] | None = None
+    covered = {i for lo, hi in taken for i in range(lo, hi)}
     for m in _ZH_NUM.finditer(norm):
         start, end = m.start(), m.end()
         chars = m.group(0)
-        if any(lo <= start < hi for lo, hi in taken) or not chars.strip("百千万亿"):
+        if start in covered or not chars.strip("百千万亿"):
             continue  # a magnitude suffix of an Arabic number, or a lone multiplier
         percent = False
         if chars.startswith("百") and norm.startswith("百分之", start):
@@ -244,7 +249,9 @@ def _chinese(norm: str, taken: list[tuple[int, int]]) -> list[_Raw]:
         if per in ("百分之", "千分之"):
             percent, start = True, start - 3
         int_part, _, frac = chars.partition("点")
-        if not percent and _zh_stop(norm, m.start(), m.end()):
+        if stops is None:
+            stops = _zh_stops(norm)
+        if not percent and _zh_stop(stops, m.start()):
             continue
         parsed = parse_zh_int(int_part) if int_part else 0
         if parsed is None:
@@ -538,6 +545,8 @@ def _public(d: _Draft, category: str | None) -> str | None:
         and not (d.unit or d.percent or d.approx or d.bound or d.currency or d.quantity)
     ):
         return "wording"  # "one of the topics", "两个方面"
+    if d.words and d.lo is None and d.value == 1 and not d.percent and not d.decimal:
+        return "wording"  # "至少一条反馈", "at least one record": one is not a statistic
     return None
 
 

@@ -297,7 +297,9 @@ class Guard:
                 continue
             assert occurrences is not None
             named = occurrences.naming(m.span[0], m.num_end, m.span[1])
-            lang = _line_language(text, m.span[0]) if auto else language
+            lang = language
+            if auto and "\n" in text:  # one text without a line break: its language
+                lang = _line_language(text, m.span[0])
             target, pool, is_named = self._match(blanked, m, named)
             if target is not None:
                 found = _judge(_read(m, target), target, lang)
