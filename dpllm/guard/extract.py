@@ -116,7 +116,9 @@ _ZH_STOP = (
 _ZH_STOP_MAX = max(len(w) for w in _ZH_STOP)
 # Every start position of a stop word (overlapping ones too), longest alternative first.
 _ZH_STOP_AT = re.compile("(?=(" + "|".join(sorted(set(_ZH_STOP), key=len, reverse=True)) + "))")
-_MAGNITUDE = re.compile(r"(?:(k|m|mn|b|bn)(?![A-Za-z])|(千|万|亿)|\s*(thousand|million|billion)\b)")
+_MAGNITUDE = re.compile(
+    r"(?:(k|m|mn|b|bn)(?![A-Za-z])|(千|万|亿)|\s*(thousand|million|billion|mn|bn)\b)"
+)
 _MAGNITUDES = {"k": 1000, "千": 1000, "万": 10_000, "亿": 100_000_000, "m": 1_000_000}
 _MAGNITUDES.update({"mn": 1_000_000, "b": 10**9, "bn": 10**9})
 _MAGNITUDES.update({"thousand": 1000, "million": 1_000_000, "billion": 10**9})
