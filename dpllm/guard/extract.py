@@ -158,6 +158,9 @@ _BAND_SEP = re.compile(r"^\s*(?:±|\+/-|\+-)\s*$")
 _SCALE_LIST = re.compile(r"^\s*(?:or|and|,|、|或|和|与)\s*$")
 _BETWEEN = re.compile(r"(?:between|from)\s*$")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
+# Constants that keep their unit and wording: a duration may be a figure after all
+# ("18 hours" when a release is measured in hours), a scale point may be listed.
+_DECORATED_CONSTANTS = frozenset({"duration", "scale"})
 _DROP_SEPARATORS = {ord(c): None for c in ", \u00a0\u202f\u2009"}
 # The last character each of the "before" patterns can end with (before trailing
 # spaces): a window whose last character is none of them is not searched at all.
@@ -365,6 +368,8 @@ def _decorate(norm: str, raw: _Raw, spans: list[tuple[int, int, str]]) -> _Draft
     d = _Draft(raw.start, raw.end, raw.end, raw.value, raw.step, raw.percent, raw.plain)
     d.factor, d.words, d.decimal, d.quantity = raw.factor, raw.words, raw.decimal, raw.quantity
     d.constant = constant_for(spans, raw.start, raw.end)
+    if d.constant is not None and d.constant not in _DECORATED_CONSTANTS:
+        return d  # a date or a week: its neighbours' words do not matter
     end = raw.end
     approx_after = _ZH_APPROX_SUFFIX.match(norm, end)
     if approx_after:
