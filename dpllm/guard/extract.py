@@ -41,7 +41,12 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from dpllm.guard.constants import constant_for, constant_spans
-from dpllm.guard.numerals import english_numbers, fraction_step, parse_zh_int
+from dpllm.guard.numerals import (
+    english_fractions,
+    english_numbers,
+    fraction_step,
+    parse_zh_int,
+)
 from dpllm.guard.units import CURRENCY_PREFIXES, canonical_unit
 
 __all__ = ["NumberMention", "extract_mentions", "text_language"]
@@ -319,6 +324,10 @@ def _raw_numbers(norm: str) -> list[_Raw]:
     taken = [(r.start, r.end) for r in out]
     out.extend(r for r in _arabic(norm) if not any(lo <= r.start < hi for lo, hi in taken))
     taken = [(r.start, r.end) for r in out]
+    for w in english_fractions(norm):
+        if not any(lo < w.end and w.start < hi for lo, hi in taken):
+            out.append(_Raw(w.start, w.end, w.value, w.step, True, words=True, quantity=True))
+            taken.append((w.start, w.end))
     for w in english_numbers(norm):
         if not any(lo < w.end and w.start < hi for lo, hi in taken):
             decimal = w.step is not None and w.step < 1

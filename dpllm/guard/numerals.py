@@ -28,7 +28,13 @@ from typing import NamedTuple
 
 from text_to_num import text2num
 
-__all__ = ["WordNumber", "english_numbers", "fraction_step", "parse_zh_int"]
+__all__ = [
+    "WordNumber",
+    "english_fractions",
+    "english_numbers",
+    "fraction_step",
+    "parse_zh_int",
+]
 
 
 class WordNumber(NamedTuple):
@@ -122,6 +128,42 @@ def _int_step(value: int) -> Decimal | None:
         value //= 10
         zeros += 1
     return Decimal(10) ** zeros
+
+
+_DENOMINATORS = {
+    "half": 2, "halves": 2, "third": 3, "thirds": 3, "quarter": 4, "quarters": 4,
+    "fourth": 4, "fourths": 4, "fifth": 5, "fifths": 5, "tenth": 10, "tenths": 10,
+}  # fmt: skip
+_PART_OF = ("the ", "first ", "second ", "latter ", "last ", "other ")
+_EN_FRACTION = re.compile(
+    r"\b(?:(a|an|one|two|three|four|five|six|seven|eight|nine)[\s-]+)?"
+    rf"({'|'.join(_DENOMINATORS)})(?=\s+of\b)"
+)
+
+
+def english_fractions(text: str) -> list[WordNumber]:
+    """ "Two thirds of", "a quarter of", "half of": a share in percentage points.
+
+    Only before "of" ("the second half of the week" is no share… but "half of the
+    students" is; the guard then matches it to a proportion or calls it unsupported).
+    The precision is :func:`fraction_step` of the denominator.
+    """
+    out: list[WordNumber] = []
+    if " of" not in text:
+        return out
+    for m in _EN_FRACTION.finditer(text):
+        word = m.group(1)
+        num = 1 if word in (None, "a", "an", "one") else _DIGIT_WORDS[word]
+        den = _DENOMINATORS[m.group(2)]
+        if not 0 < num < den:
+            continue
+        if m.group(1) is None and den != 2:
+            continue  # "third of" alone is an ordinal ("the third of May")
+        if m.group(1) is None and text[max(0, m.start() - 8) : m.start()].endswith(_PART_OF):
+            continue  # "the second half of the week": a part of time, not a share
+        value = Decimal(100 * num) / Decimal(den)
+        out.append(WordNumber(m.start(), m.end(), value, Decimal(repr(fraction_step(den)))))
+    return out
 
 
 def fraction_step(denominator: int) -> float:

@@ -54,6 +54,9 @@ WORDINGS: list[tuple[str, str, float, float, str]] = [
     ("一百二十八万", "一百二十八万", 1_280_000, 10_000, ""),
     ("七十一次", "七十一次", 71, 1, "times"),
     ("0.62", "0.62", 0.62, 0.01, ""),
+    ("two thirds of ratings", "two thirds", 200 / 3, 10, "share"),
+    ("about half of the students", "about half", 50, 10, "share"),
+    ("a quarter of orders", "a quarter", 25, 10, "share"),
 ]
 
 
@@ -100,7 +103,16 @@ def test_date_ranges_are_constants(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["one of the topics", "two themes stood out", "一成不变", "统一安排", "someone alone"]
+    "text",
+    [
+        "one of the topics",
+        "two themes stood out",
+        "一成不变",
+        "统一安排",
+        "someone alone",
+        "the second half of the week",
+        "on the third of May",
+    ],
 )
 def test_words_that_are_not_figures(text: str) -> None:
     assert all(m.constant is not None for m in extract_mentions(text))
