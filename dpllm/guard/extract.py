@@ -174,6 +174,18 @@ _APPROX_LAST = frozenset("tdyx.eae~≈约概多近")
 _BOUND_LAST = frozenset("nrwtoe g于到足多过逾少".replace(" ", ""))
 
 
+_FULLWIDTH_FORMS = re.compile(r"[\uff01-\uff5e]")
+
+
+def normalise(text: str) -> str:
+    """Full-width forms folded, letters lower-cased: same length, same offsets."""
+    if _FULLWIDTH_FORMS.search(text) is not None:
+        return text.translate(_FULLWIDTH)
+    lowered = text.lower()  # far faster than translate(); keeps offsets unless a
+    # character lower-cases into two ("İ" → "i̇"), then fall back to ASCII only
+    return lowered if len(lowered) == len(text) else text.translate(_FULLWIDTH)
+
+
 def text_language(text: str) -> str:
     """``"zh"`` when the text contains Han characters, else ``"en"``."""
     return "zh" if _CJK.search(text) else "en"
@@ -575,7 +587,7 @@ def extract_mentions(text: str) -> list[NumberMention]:
     Returns:
         One :class:`NumberMention` per figure; a range or a band is one mention.
     """
-    norm = text.translate(_FULLWIDTH)
+    norm = normalise(text)
     raws = _raw_numbers(norm)
     if not raws:
         return []
