@@ -126,3 +126,10 @@ def test_rating_out_of_five_is_not_a_fraction() -> None:
 def test_zero_in_words_is_infinitely_coarse() -> None:
     [m] = extract_mentions("zero complaints about refunds")
     assert math.isinf(m.step)
+
+
+@pytest.mark.parametrize("text", ["İstanbul: 157 responses", "Ünits: １５７条", "ΣΑΣ 157 USERS"])
+def test_normalising_keeps_offsets(text: str) -> None:
+    [m] = [m for m in extract_mentions(text) if m.value == 157]
+    assert "157" in m.text or "１５７" in m.text
+    assert text[m.span[0] : m.span[1]] == m.text
