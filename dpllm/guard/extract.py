@@ -166,6 +166,14 @@ _CJK = re.compile(r"[\u4e00-\u9fff]")
 # Constants that keep their unit and wording: a duration may be a figure after all
 # ("18 hours" when a release is measured in hours), a scale point may be listed.
 _DECORATED_CONSTANTS = frozenset({"duration", "scale"})
+# Powers of ten as Decimals, built once.
+_POW10 = {k: Decimal(10) ** k for k in range(-30, 30)}
+
+
+def _pow10(k: int) -> Decimal:
+    return _POW10.get(k) or Decimal(10) ** k
+
+
 _DROP_SEPARATORS = {ord(c): None for c in ", \u00a0\u202f\u2009"}
 # The last character each of the "before" patterns can end with (before trailing
 # spaces): a window whose last character is none of them is not searched at all.
@@ -212,7 +220,7 @@ def _step_of_int(value: int) -> Decimal | None:
     while value % 10 == 0:
         value //= 10
         zeros += 1
-    return Decimal(10) ** zeros
+    return _pow10(zeros)
 
 
 def _zh_stops(text: str) -> dict[int, int]:
@@ -233,7 +241,7 @@ def _arabic(norm: str) -> list[_Raw]:
         frac = m.group(2) or ""
         value = Decimal(f"{int_text}.{frac}" if frac else int_text)
         step: Decimal | None
-        step = Decimal(10) ** -len(frac) if frac else _step_of_int(int(int_text))
+        step = _pow10(-len(frac)) if frac else _step_of_int(int(int_text))
         end = m.end()
         mag = _MAGNITUDE.match(norm, end)
         factor = 1
@@ -282,7 +290,7 @@ def _chinese(norm: str, taken: list[tuple[int, int]]) -> list[_Raw]:
         if frac and "-1" in frac_digits:
             continue
         value = Decimal(f"{parsed}.{frac_digits}") if frac else Decimal(parsed)
-        step = Decimal(10) ** -len(frac) if frac else _step_of_int(parsed)
+        step = _pow10(-len(frac)) if frac else _step_of_int(parsed)
         if per == "千分之":  # per mille, read in points
             value /= 10
             step = None if step is None else step / 10
