@@ -2,7 +2,7 @@
 
 A :class:`Guard` holds the releases a text was written from. :meth:`Guard.check`
 extracts every number (:func:`~dpllm.guard.extract.extract_mentions`), matches
-each to a release, and applies three rules:
+each to a release, and applies these rules:
 
 ``over-precise``
     the figure is stated to a step finer than
@@ -20,22 +20,29 @@ each to a release, and applies three rules:
     approximation word, or a value ≥ 10) that matches no release. A violation or
     only a warning, by configuration.
 
-**Matching heuristics**, in order:
+**Matching**, in order (:meth:`Guard._match`):
 
-1. *Unit.* ``%``/``percent``/``百分之`` → proportion releases only (in points);
-   ``stars``/``分``/``星``/``points`` → mean ratings; ``users``/``人``/``位``/``名`` →
-   user counts; ``条``/``responses``/``ratings``/``feedback`` → record counts.
-   Users and record counts may stand in for each other, at lower priority.
-2. *Wording.* Without a unit, the nearest keyword earlier in the same sentence
-   (average/mean/rating/平均/评分 → rating; users/active/用户/活跃 → users;
-   responses/feedback/反馈 → counts; share/rate/比例/占 → proportion) decides
-   the category; a release whose name token (``active_users`` → "active",
-   "users") appears there is preferred.
-3. *Value.* Among the remaining releases, the one whose interval is nearest.
-   A match is accepted when the figure lies within ``match_tolerance``
-   half-widths of the interval, or the wording names the release; otherwise
-   the figure is unsupported ("about 40 students complained" is not a wrong
-   total of 1,230 users, it is a figure no release supports).
+1. *Named.* The releases the sentence names — by the label and synonyms a
+   release declares (:attr:`~dpllm.release.Release.terms`, or a template's
+   ``terms:`` lines), a component's own label ("refund"), or, for a release that
+   declares none, the words of its name and unit — in the figure's clause, else
+   the nearest in its sentence, or right after the figure ("about 160 feedback
+   records"); :mod:`.targets`.
+2. *Unit.* Else the releases of the figure's canonical unit (:mod:`.units`:
+   "条"/"responses" → records, "小时" → hours, "¥"/"元" → yuan …). A percentage
+   fits only proportions (in points); a decimal in [0, 1] ("0.62") fits a
+   proportion too; a unit that contradicts a release's excludes it.
+3. *Value.* Else every release the figure's form fits, the nearest interval
+   first; a generic word ("average", "median", "share", "平均", "比例") breaks ties.
+
+A match is accepted when the figure lies within ``match_tolerance`` half-widths
+of the interval, or the sentence names the release; otherwise the figure is
+unsupported ("about 40 students complained" is not a wrong total of 1,230 users,
+it is a figure no release supports). A figure that breaks the rules for the
+release it was matched to is still accepted when it faithfully states another
+release of the same pool — the named releases when the sentence names any, so
+"the refund process was mentioned around 50 times" is refused even when another
+topic's band holds 50.
 
 Public constants (dates, weeks, durations, ε values, the rating scale,
 confidence levels, ordinals, list numbers, years) are never checked; integers
