@@ -245,6 +245,20 @@ def _fmt_amount(value: Fraction) -> str:
 Interval = tuple[float, float]
 
 
+def _check_terms(name: str, terms: Any, arity: int) -> Any:
+    """Validate ``terms``/``component_terms``: tuples of ``arity`` non-empty strings."""
+    out = []
+    for item in terms:
+        t = tuple(item) if isinstance(item, (tuple, list)) else ()
+        if len(t) != arity or not all(isinstance(x, str) and x.strip() for x in t):
+            raise InvalidPrivacyParameter(
+                f"release {name!r}: each term must be {arity} non-empty strings "
+                f"({'label, ' if arity == 3 else ''}language, phrase), got {item!r}"
+            )
+        out.append(tuple(x.strip() for x in t))
+    return tuple(out)
+
+
 @dataclass(frozen=True, slots=True, repr=False)
 class Release:
     """A differentially private statistic: the only form a statistic leaves the core in.
@@ -271,6 +285,17 @@ class Release:
         small_threshold: values whose interval lies wholly below it are "small"
             (templates say "fewer than 5"); ``None`` disables the flag.
         delta: δ of an approximate-DP release (0 for pure ε-DP and zCDP costs).
+        terms: how readers speak of it, as ``(language, phrase)`` pairs; the first
+            phrase of a language is the reader-facing label, the others synonyms
+            (``(("en", "mean rating"), ("en", "average rating"), ("zh", "平均评分"))``).
+            The precision guard matches a figure to the release a sentence names.
+        component_terms: the same per component of a vector release, as
+            ``(component label, language, phrase)`` triples; a component's own
+            label always names it too.
+
+    .. versionchanged:: 0.2
+       ``terms`` and ``component_terms`` (optional; omitted from :meth:`to_dict`
+       when empty, so existing records serialise as before).
 
     Privacy: whatever guarantee ``cost`` states, per ``privacy_unit``; everything
     computed from a Release alone is post-processing and free.
@@ -293,6 +318,8 @@ class Release:
     small_threshold: float | None = 5.0
     delta: float = 0.0
     notes: tuple[str, ...] = field(default=())
+    terms: tuple[tuple[str, str], ...] = ()
+    component_terms: tuple[tuple[str, str, str], ...] = ()
 
     def __post_init__(self) -> None:
         values = tuple(float(v) for v in self.values)
@@ -301,6 +328,10 @@ class Release:
         object.__setattr__(self, "intervals", intervals)
         object.__setattr__(self, "labels", tuple(str(x) for x in self.labels))
         object.__setattr__(self, "notes", tuple(str(x) for x in self.notes))
+        object.__setattr__(self, "terms", _check_terms(self.name, self.terms, 2))
+        object.__setattr__(
+            self, "component_terms", _check_terms(self.name, self.component_terms, 3)
+        )
         if not values:
             raise InvalidPrivacyParameter(f"release {self.name!r} has no values")
         if len(intervals) != len(values):
@@ -378,6 +409,8 @@ class Release:
             values=(self.values[i],),
             intervals=(self.intervals[i],),
             labels=(),
+            terms=tuple((lang, p) for c, lang, p in self.component_terms if c == key),
+            component_terms=(),
         )
 
     def components(self) -> Iterator[tuple[str, Release]]:
@@ -435,7 +468,17 @@ class Release:
             "small_threshold": self.small_threshold,
             "delta": self.delta,
             "notes": list(self.notes),
+            **({"terms": [list(t) for t in self.terms]} if self.terms else {}),
+            **(
+                {"component_terms": [list(t) for t in self.component_terms]}
+                if self.component_terms
+                else {}
+            ),
         }
+
+    def terms_in(self, language: str) -> tuple[str, ...]:
+        """The phrases naming this release in ``language`` (the label first)."""
+        return tuple(p for lang, p in self.terms if lang == language)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Release:
@@ -458,6 +501,8 @@ class Release:
                 small_threshold=data.get("small_threshold", 5.0),
                 delta=float(data.get("delta", 0.0)),
                 notes=tuple(data.get("notes", ())),
+                terms=tuple(tuple(t) for t in data.get("terms", ())),
+                component_terms=tuple(tuple(t) for t in data.get("component_terms", ())),
             )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidPrivacyParameter):

@@ -9,8 +9,10 @@ flow with its own client.
 
 The loop, for up to ``max_attempts`` calls:
 
-1. the model's text is **redacted** at once; the raw text is dropped, never
-   stored, returned or logged;
+1. figures the model cited by reference (``[[mean_rating]]``, see
+   :mod:`dpllm.guard.references`) are replaced by their allowed wording, and the
+   text is **redacted** at once; the raw text is dropped, never stored, returned
+   or logged;
 2. the redacted text is **guarded** against the releases;
 3. clean → returned (source ``"model"``); violations → the redacted answer and a
    follow-up user message naming each violation and its allowed form are
@@ -34,6 +36,7 @@ from typing import Any, Protocol
 from dpllm.chat.models import Completion, ModelClient, Usage
 from dpllm.errors import ConfigError, GuardError, ModelError
 from dpllm.guard import Guard, GuardReport, Violation
+from dpllm.guard.references import reference_name
 from dpllm.release import Release
 
 __all__ = [
@@ -145,16 +148,39 @@ class GenerationResult:
         return next((a.error for a in self.attempts if a.error), None)
 
 
-def follow_up_message(report: GuardReport) -> str:
+def follow_up_message(report: GuardReport, *, references: Sequence[str] = ()) -> str:
     """The user message asking the model to fix each violation, in the text's language.
 
     Args:
         report: the guard's report on the (redacted) previous answer.
+        references: the references the model may cite instead of writing figures
+            (:attr:`dpllm.guard.Guard.references`); when given, each refused figure
+            names its reference and the message asks for references.
 
     Returns:
         Text naming each violating figure and what to write instead.
+
+    .. versionchanged:: 0.2
+       ``references``.
     """
-    lines = [f"- {v.message}" for v in report.violations]
+    zh = report.language == "zh"
+    known = set(references)
+    lines = []
+    for v in report.violations:
+        ref = reference_name(v.release) if v.release else None
+        if ref is not None and ref in known:
+            cite = f"（或写引用 [[{ref}]]）" if zh else f" (or cite it as [[{ref}]])"
+            lines.append(f"- {v.message}{cite}")
+        else:
+            lines.append(f"- {v.message}")
+    if references:
+        listed = ", ".join(f"[[{r}]]" for r in references)
+        lines.append(
+            f"- 最稳妥的做法：不要自己写数字，用引用代替，系统会填入允许的写法：{listed}。"
+            if zh
+            else "- Safest: do not write figures yourself; cite each as a reference and it "
+            f"will be filled in with the allowed wording: {listed}."
+        )
     if report.language == "zh":
         head = (
             "你上一次的回答中有数字比数据允许的更精确，或与发布的统计量不符。"
@@ -217,8 +243,10 @@ def generation_flow(
                 "model call %d failed (%s); using the fallback", number, type(outcome).__name__
             )
             break
-        redacted = redactor.redact(outcome.text, language=language, allow=allow)
-        del outcome  # the raw text goes no further than the redactor
+        resolved = guard.resolve(outcome.text, language=language).text
+        del outcome
+        redacted = redactor.redact(resolved, language=language, allow=allow)
+        del resolved  # the raw text goes no further than the redactor
         clean = redacted.text
         report = guard.check(clean, language=language)
         attempt = Attempt(
@@ -240,7 +268,9 @@ def generation_flow(
         if report.ok:
             return GenerationResult(clean, "model", tuple(attempts))
         conversation.append({"role": "assistant", "content": clean})
-        conversation.append({"role": "user", "content": follow_up_message(report)})
+        conversation.append(
+            {"role": "user", "content": follow_up_message(report, references=guard.references)}
+        )
     redacted = redactor.redact(fallback_text, language=language, allow=allow)
     report = guard.check(redacted.text, language=language)
     if not report.ok:

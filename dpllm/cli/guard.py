@@ -107,3 +107,55 @@ def check(
         if report.ok and not report.warnings:
             typer.echo(f"ok: {len(report.mentions)} figure(s) checked, no violation")
     raise typer.Exit(0 if report.ok else 1)
+
+
+@guard_app.command("eval")
+def evaluate_guard(
+    misses: int = typer.Option(0, "--misses", help="Print up to N missed and N wrongly flagged."),
+    category: str = typer.Option("", "--category", help="Only cases of this category."),
+    as_json: bool = typer.Option(False, "--json", help="Print the scores as JSON."),
+) -> None:
+    """Score the guard on its generated adversarial set: recall and false flags per category."""
+    from dpllm.guard import Guard
+    from dpllm.guard.evalset import build_cases, evaluate
+
+    cases = [c for c in build_cases() if not category or c.category == category]
+    guards: dict[int, Guard] = {}
+
+    def flagged(text: str, releases: Any, lang: str) -> bool:
+        guard = guards.setdefault(id(releases), Guard(releases))
+        return not guard.check(text, language=lang).ok
+
+    scores = evaluate(cases, flagged)
+    order = [
+        "all",
+        *sorted(k for k in scores if k != "all" and not k.startswith("domain")),
+        *sorted(k for k in scores if k.startswith("domain")),
+    ]
+    if as_json:
+        rows = {
+            k: {
+                "violating": scores[k].violating,
+                "recall": scores[k].recall,
+                "compliant": scores[k].compliant,
+                "false_flag_rate": scores[k].false_flag_rate,
+            }
+            for k in order
+        }
+        typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        return
+    typer.echo(
+        f"{'category':32} {'violating':>9} {'recall':>7} {'compliant':>9} {'false flags':>11}"
+    )
+    for k in order:
+        s = scores[k]
+        typer.echo(
+            f"{k:32} {s.violating:9d} {s.recall:7.1%} {s.compliant:9d} {s.false_flag_rate:11.1%}"
+        )
+    if misses:
+        typer.echo("\nmissed:")
+        for text in scores["all"].misses[:misses]:
+            typer.echo(f"  {text}")
+        typer.echo("wrongly flagged:")
+        for text in scores["all"].false_flags[:misses]:
+            typer.echo(f"  {text}")

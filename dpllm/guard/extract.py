@@ -7,8 +7,12 @@ percentages (``62%``, ``62 percent``, ``百分之六十二``), ranges (``150–1
 170``), bands (``4.3 ± 0.2``), bounds (``fewer than 5``, ``超过100``),
 approximation words (about, around, roughly, approximately, ~, 约, 大约, 左右,
 差不多 …), Chinese numerals (``一百五十七``, ``四点三``, ``两千``), magnitude
-suffixes (``1.2k``, ``1.5万``, ``3千``) and units (条, 分, 星, 人, stars, users,
-responses, ratings …).
+suffixes (``1.2k``, ``1.28M``, ``1.5万``, ``3千``, ``1.3 million``), currency signs and
+codes (``¥1.28M``, ``RMB 1.3 million``, ``128万元``), English number words
+(``one hundred fifty-seven``, ``four point three one``, ``a dozen``; see
+:mod:`.numerals`), fractions (``three in five``, ``五分之三``), Chinese tenths
+(``六成``, ``六成二``, ``八折``) and units (:mod:`.units`: 条, 分, 星, 人, 小时, 元,
+stars, users, responses, hours, sessions, yuan …).
 
 **Stated precision** (``step``) is the place value of the last significant
 digit: ``4.37`` → 0.01, ``4.30`` → 0.01 (a written trailing decimal zero is
@@ -21,7 +25,11 @@ reason instead of being treated as statistics: dates and years, ISO weeks
 (``2026-W47``) and week numbers (``week 47``, ``第47周``), durations (``7 days``,
 ``7天``), privacy parameters (``ε = 0.5``), the rating scale (``1–5``, ``out of
 5``, ``满分5分``, ``5 stars`` as a scale point), confidence levels (``95% CI``),
-ordinals and list numbering (``1.`` at a line start, ``第一``, ``3rd``, ``top 3``).
+ordinals and list numbering (``1.`` at a line start, ``第一``, ``3rd``, ``top 3``),
+date ranges (``November 16–22, 2026``, ``16–22 Nov``, ``11 月 16 日—22 日``,
+``11/16–11/22``). A duration keeps its unit (``18 hours``): the guard treats it as
+a figure when a release is measured in that unit. Integers below ten written in
+words without a unit ("one of the topics") are wording.
 
 Pure text processing; no I/O.
 """
@@ -29,14 +37,27 @@ Pure text processing; no I/O.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
+
+from dpllm.guard.constants import constant_for, constant_spans
+from dpllm.guard.numerals import (
+    english_fractions,
+    english_numbers,
+    fraction_step,
+    parse_zh_int,
+)
+from dpllm.guard.units import CURRENCY_PREFIXES, canonical_unit
 
 __all__ = ["NumberMention", "extract_mentions", "text_language"]
 
 # One-to-one character mapping, so spans in the normalised text are spans in the original.
+# Full-width forms folded and ASCII letters lower-cased, one character for one, so
+# spans in the normalised text are spans in the original and no pattern needs
+# re.IGNORECASE (which makes every comparison case-fold, at a cost).
 _FULLWIDTH = {ord("０") + i: ord("0") + i for i in range(10)}
 _FULLWIDTH.update({ord(a): ord(b) for a, b in zip("．％～－＋：／", ".%~-+:/", strict=True)})
+_FULLWIDTH.update({ord(c): ord(c.lower()) for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +76,15 @@ class NumberMention:
         approx: an approximation word (about, ~, 约, 左右 …) goes with it.
         percent: stated as a percentage.
         unit: the unit word as written (``"responses"``, ``"条"``), or ``""``.
-        category: ``"rating"``, ``"users"``, ``"count"``, ``"percent"`` or ``None``.
+        category: ``"percent"``, ``"rating"`` (stars, points), ``"users"``, ``"count"``
+            (records), another canonical unit (``"hours"``, ``"yuan"`` …) or ``None``.
         bound: ``"<"`` (fewer than, 不到 …), ``">"`` (more than, 超过 …) or ``None``.
         constant: why the figure is a public constant (``"date"``, ``"week"``,
             ``"scale"``, ``"privacy-parameter"`` …), or ``None`` for a statistic.
+        unit_key: the canonical unit (:func:`~dpllm.guard.units.canonical_unit`), or ``""``.
+        decimal: written with a decimal fraction and no percent sign (``0.62``): a
+            proportion when the release it speaks of is one.
+        num_end: where the number itself ends (before its unit word).
     """
 
     span: tuple[int, int]
@@ -74,6 +100,9 @@ class NumberMention:
     category: str | None = None
     bound: str | None = None
     constant: str | None = None
+    unit_key: str = ""
+    decimal: bool = False
+    num_end: int = 0
 
 
 # --------------------------------------------------------------------------- patterns
@@ -87,86 +116,82 @@ _ZH_NUM = re.compile(rf"[{_ZH_DIGITS}十百千万亿]+(?:点[{_ZH_DIGITS}]+)?")
 _ZH_STOP = (
     "一些 一般 一起 一直 一定 一样 一下 一致 一切 一旦 一方面 统一 唯一 万一 千万 十分 一点儿 "
     "一点点 有点 之一 一边 一面 一同 一共 一再 一向 一度 一味 一律 一时 一会 一番 一生 "
-    "不一 同一 一般 一对一 三心二意 一五一十 百分百 万分"
+    "不一 同一 一般 一对一 三心二意 一五一十 百分百 万分 一成不变 一次 一半"
 ).split()
-_MAGNITUDE = re.compile(r"(?:([kK])(?![A-Za-z])|(千|万|亿)|\s+(thousand|million)\b)", re.IGNORECASE)
-_MAGNITUDES = {"k": 1000, "千": 1000, "万": 10_000, "亿": 100_000_000}
-_MAGNITUDES.update({"thousand": 1000, "million": 1_000_000})
-_PERCENT = re.compile(
-    r"\s*(?:%|percent\b|per cent\b|pct\b|个百分点|percentage points?\b)", re.IGNORECASE
+_ZH_STOP_MAX = max(len(w) for w in _ZH_STOP)
+# Every start position of a stop word (overlapping ones too), longest alternative first.
+_ZH_STOP_AT = re.compile("(?=(" + "|".join(sorted(set(_ZH_STOP), key=len, reverse=True)) + "))")
+_MAGNITUDE = re.compile(
+    r"(?:(k|m|mn|b|bn)(?![A-Za-z])|(千|万|亿)|\s*(thousand|million|billion|mn|bn)\b)"
 )
+_MAGNITUDES = {"k": 1000, "千": 1000, "万": 10_000, "亿": 100_000_000, "m": 1_000_000}
+_MAGNITUDES.update({"mn": 1_000_000, "b": 10**9, "bn": 10**9})
+_MAGNITUDES.update({"thousand": 1000, "million": 1_000_000, "billion": 10**9})
+_PERCENT = re.compile(r"\s*(?:%|percent\b|per cent\b|pct\b|个百分点|percentage points?\b)")
 _ZH_APPROX_SUFFIX = re.compile(r"(?:多|余)")
 _ADJ = r"(?:(?:active|unique|distinct|new|total|written|individual|separate|valid|more)\s+)?"
 _UNIT_EN = re.compile(
     rf"\s*{_ADJ}(stars?|points?|users?|people|persons|students?|learners?|participants?|"
     r"respondents?|members?|responses?|ratings?|reviews?|comments?|feedback|entries|"
-    r"submissions?|messages?|mentions?|votes?)\b",
-    re.IGNORECASE,
+    r"submissions?|messages?|mentions?|votes?|hours?|hrs?|minutes?|mins?|seconds?|days?|"
+    r"sessions?|visits?|times|yuan|rmb|cny|dollars?|euros?|tickets?|orders?|purchases?|"
+    r"customers?|visitors?|items?|records?)\b",
 )
-_UNIT_ZH = re.compile(r"\s*(颗星|星级|星|分(?!钟|之)|条|份|人次|个人|人|位|名)")
-_UNIT_CATEGORY = {
-    "rating": "star stars point points 颗星 星级 星 分",
-    "users": "user users people persons student students learner learners participant "
-    "participants respondent respondents member members 个人 人 位 名",
-    "count": "response responses rating ratings review reviews comment comments feedback "
-    "entries submission submissions message messages mention mentions vote votes 条 份 人次",
-}
-_CATEGORY_OF_UNIT = {w: cat for cat, words in _UNIT_CATEGORY.items() for w in words.split()}
+_UNIT_ZH = re.compile(
+    r"\s*(颗星|星级|星|分钟|分(?!钟|之)|条|份|人次|个人|人|位|名|个小时|小时|秒钟|秒|天|"
+    r"万元|元|块|次|张|笔|单)"
+)
+_CATEGORY_OF_KEY = {"stars": "rating", "users": "users", "records": "count"}
+_CURRENCY_BEFORE = re.compile(r"(?:¥|￥|\$|€|us\$|\brmb|\bcny|\busd|\beur)\s*$")
+_FRACTION_SEP = re.compile(r"^\s+(?:in(?: every)?|out of)\s+$")
+_FRACTION_NOT = re.compile(r"\s*(?:stars?|points?|星|分)")
+_TENTHS = re.compile(r"(成|折)")
+_ZH_CHARS = "零〇一二两三四五六七八九十百千万"
+_FENZHI = re.compile(rf"([{_ZH_CHARS}]+|[0-9]+)分之([{_ZH_CHARS}]+|[0-9]+)")
+_TENTHS_NOT = "员功绩就立果本交为长绩人年熟"
 _APPROX_BEFORE = re.compile(
     r"(?:\babout|\baround|\broughly|\bapproximately|\bapprox\.?|\bnearly|\balmost|\bsome|"
     r"\bcirca|\bca\.|\bestimated|~|≈|约|大约|大概|差不多|将近|接近|近)\s*$",
-    re.IGNORECASE,
 )
 _APPROX_AFTER = re.compile(r"\s*(?:左右|上下)")
 _BOUND_BEFORE = re.compile(
     r"(?:(fewer than|less than|under|below|at most|up to|少于|不到|不足|低于|至多)|"
     r"(more than|over|above|at least|exceeding|超过|多于|高于|至少|逾))\s*$",
-    re.IGNORECASE,
 )
-_RANGE_SEP = re.compile(r"^\s*(?:–|—|-|~|〜|to|到|至|and)\s*$", re.IGNORECASE)
+_RANGE_SEP = re.compile(r"^\s*(?:–|—|-|~|〜|to|到|至|and)\s*(?:¥|￥|\$|€)?$")
 _BAND_SEP = re.compile(r"^\s*(?:±|\+/-|\+-)\s*$")
-_BETWEEN = re.compile(r"(?:between|from)\s*$", re.IGNORECASE)
+_SCALE_LIST = re.compile(r"^\s*(?:or|and|,|、|或|和|与)\s*$")
+_BETWEEN = re.compile(r"(?:between|from)\s*$")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
+# Constants that keep their unit and wording: a duration may be a figure after all
+# ("18 hours" when a release is measured in hours), a scale point may be listed.
+_DECORATED_CONSTANTS = frozenset({"duration", "scale"})
+# Powers of ten as Decimals, built once.
+_POW10 = {k: Decimal(10) ** k for k in range(-30, 30)}
 
-_MONTHS = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
-_NUMLIKE = rf"[\d{_ZH_DIGITS}十百]+"
-_CONSTANTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (reason, re.compile(pattern, re.IGNORECASE | re.MULTILINE))
-    for reason, pattern in (
-        ("week", r"\b\d{4}-W\d{1,2}(?:-\d)?\b"),
-        ("date", r"\b\d{4}[-/.]\d{1,2}[-/.]\d{1,2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b"),
-        ("date", r"\d{4}\s*年(?:\s*\d{1,2}\s*月(?:\s*\d{1,2}\s*[日号])?)?"),
-        ("date", r"\d{1,2}\s*月(?:\s*\d{1,2}\s*[日号])?|\d{1,2}\s*[日号](?=[至到\-–~]|$|\s)"),
-        ("date", rf"\b{_MONTHS}\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?\b"),
-        ("date", rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTHS}(?:\s+\d{{4}})?"),
-        ("time", r"\b\d{1,2}:\d{2}\b"),
-        ("week", r"\b(?:week|wk)\s*#?\s*\d{1,2}\b|\bW\d{1,2}\b"),
-        ("ordinal", rf"第\s*{_NUMLIKE}"),
-        ("ordinal", r"\b\d+(?:st|nd|rd|th)\b|#\d+\b|\btop[- ]\d+\b|前\s*[\d一二三四五六七八九十]+"),
-        ("list", r"^\s*\(?\d{1,2}[.)、:]\s|^\s*\(\d{1,2}\)"),
-        (
-            "duration",
-            rf"{_NUMLIKE}(?:\.\d+)?\s*(?:days?|weeks?|months?|years?|hours?|minutes?|seconds?"
-            r"|天|周|週|星期|个月|小时|分钟|秒)(?![A-Za-z])",
-        ),
-        (
-            "privacy-parameter",
-            r"(?:ε|ϵ|epsilon|ρ|rho|δ|delta)\s*(?:=|:|≈|of|为|是|＝)?\s*"
-            r"\d+(?:\.\d+)?(?:e-?\d+)?",
-        ),
-        (
-            "confidence-level",
-            r"\b(?:80|90|95|99)\s*%\s*(?:CI\b|confidence|credible|interval|置信|可信|区间)|"
-            r"(?:confidence(?: level)?|置信(?:水平|度|区间)?)\s*(?:of|为|是|:)?\s*(?:80|90|95|99)\s*%",
-        ),
-        (
-            "scale",
-            r"\b[01]\s*(?:–|—|-|~|to|到|至)\s*(?:5|10)\b(?!\s*(?:%|,\d|\.\d))"
-            r"|out of\s*(?:5|10|five|ten)\b|/\s*(?:5|10)(?![\d.])|满分\s*(?:5|10|五|十)"
-            r"|(?:5|10|五|十)\s*分制|\b(?:5|five|10|ten)[- ]star\b|(?:五|5)星级?",
-        ),
-    )
-)
+
+def _pow10(k: int) -> Decimal:
+    return _POW10.get(k) or Decimal(10) ** k
+
+
+_DROP_SEPARATORS = {ord(c): None for c in ", \u00a0\u202f\u2009"}
+# The last character each of the "before" patterns can end with (before trailing
+# spaces): a window whose last character is none of them is not searched at all.
+_CURRENCY_LAST = frozenset("¥￥$€bydr")
+_APPROX_LAST = frozenset("tdyx.eae~≈约概多近")
+_BOUND_LAST = frozenset("nrwtoe g于到足多过逾少".replace(" ", ""))
+
+
+_FULLWIDTH_FORMS = re.compile(r"[\uff01-\uff5e]")
+
+
+def normalise(text: str) -> str:
+    """Full-width forms folded, letters lower-cased: same length, same offsets."""
+    if _FULLWIDTH_FORMS.search(text) is not None:
+        return text.translate(_FULLWIDTH)
+    lowered = text.lower()  # far faster than translate(); keeps offsets unless a
+    # character lower-cases into two ("İ" → "i̇"), then fall back to ASCII only
+    return lowered if len(lowered) == len(text) else text.translate(_FULLWIDTH)
 
 
 def text_language(text: str) -> str:
@@ -182,6 +207,10 @@ class _Raw:
     step: Decimal | None  # None: infinitely coarse (a literal zero)
     percent: bool
     plain: bool = False  # plain ASCII digits, no separator, decimal or magnitude
+    factor: int = 1  # the magnitude written after it (1.2k → 1000)
+    words: bool = False  # written in words (English or Chinese)
+    decimal: bool = False  # a decimal fraction was written (0.62, 四点三)
+    quantity: bool = False  # a quantity word ("a dozen"), never mere wording
 
 
 def _step_of_int(value: int) -> Decimal | None:
@@ -191,58 +220,38 @@ def _step_of_int(value: int) -> Decimal | None:
     while value % 10 == 0:
         value //= 10
         zeros += 1
-    return Decimal(10) ** zeros
+    return _pow10(zeros)
 
 
-def _parse_zh_int(chars: str) -> int | None:
-    digits = {c: i for i, c in enumerate("零一二三四五六七八九")}
-    digits.update({"〇": 0, "两": 2})
-    units = {"十": 10, "百": 100, "千": 1000}
-    bigs = {"万": 10_000, "亿": 100_000_000}
-    total = section = num = 0
-    last_unit = 0
-    for i, ch in enumerate(chars):
-        if ch in digits:
-            num = digits[ch]
-            # Colloquial "一百五" = 150, "两千五" = 2500: a trailing digit after 百/千/万.
-            if i == len(chars) - 1 and i > 0 and chars[i - 1] in "百千万" and last_unit >= 100:
-                num *= last_unit // 10
-        elif ch in units:
-            section += (num or 1) * units[ch]
-            last_unit = units[ch]
-            num = 0
-        elif ch in bigs:
-            total = (total + section + num) * bigs[ch]
-            last_unit = bigs[ch]
-            section = num = 0
-        else:
-            return None
-    return total + section + num
+def _zh_stops(text: str) -> dict[int, int]:
+    """Where a stop word starts → its length (the longest there), found in one pass."""
+    return {m.start(): len(m.group(1)) for m in _ZH_STOP_AT.finditer(text)}
 
 
-def _zh_stop(text: str, start: int, end: int) -> bool:
-    for word in _ZH_STOP:
-        lo = max(0, start - len(word) + 1)
-        idx = text.find(word, lo, end + len(word) - 1)
-        if idx != -1 and idx < end and idx + len(word) > start:
-            return True
-    return False
+def _zh_stop(stops: dict[int, int], start: int) -> bool:
+    # A stop word begins at or before the numeral ("统一", "一些") and covers its first
+    # character; one that begins inside it ("七十一次" holds "一次") leaves it alone.
+    return any(stops.get(p, 0) > start - p for p in range(start - _ZH_STOP_MAX + 1, start + 1))
 
 
-def _raw_numbers(norm: str) -> list[_Raw]:
+def _arabic(norm: str) -> list[_Raw]:
     out: list[_Raw] = []
     for m in _ARABIC.finditer(norm):
-        int_text = re.sub(r"[^\d]", "", m.group(1))
+        int_text = m.group(1).translate(_DROP_SEPARATORS)
         frac = m.group(2) or ""
         value = Decimal(f"{int_text}.{frac}" if frac else int_text)
         step: Decimal | None
-        step = Decimal(10) ** -len(frac) if frac else _step_of_int(int(int_text))
+        step = _pow10(-len(frac)) if frac else _step_of_int(int(int_text))
         end = m.end()
         mag = _MAGNITUDE.match(norm, end)
+        factor = 1
         if mag:
-            factor = Decimal(_MAGNITUDES[(mag.group(1) or mag.group(2) or mag.group(3)).lower()])
+            key = (mag.group(1) or mag.group(2) or mag.group(3)).lower()
+            factor = _MAGNITUDES[key]
             value *= factor
             step = None if step is None else step * factor
+            if frac == "" and step is not None:
+                step = _step_of_int(int(value))
             end = mag.end()
         start = m.start()
         prefix = norm[max(0, start - 4) : start]
@@ -250,45 +259,116 @@ def _raw_numbers(norm: str) -> list[_Raw]:
         if percent:
             start -= len(prefix) - prefix.rfind("百分之")
         plain = not mag and not frac and m.group(1).isdigit()
-        out.append(_Raw(start, end, value, step, percent, plain))
-    taken = [(r.start, r.end) for r in out]
+        out.append(_Raw(start, end, value, step, percent, plain, factor, decimal=bool(frac)))
+    return out
+
+
+def _chinese(norm: str, taken: list[tuple[int, int]]) -> list[_Raw]:
+    out: list[_Raw] = []
+    stops: dict[int, int] | None = None
+    covered = {i for lo, hi in taken for i in range(lo, hi)}
     for m in _ZH_NUM.finditer(norm):
         start, end = m.start(), m.end()
         chars = m.group(0)
-        if any(lo <= start < hi for lo, hi in taken) or not chars.strip("百千万亿"):
+        if start in covered or not chars.strip("百千万亿"):
             continue  # a magnitude suffix of an Arabic number, or a lone multiplier
         percent = False
         if chars.startswith("百") and norm.startswith("百分之", start):
             continue  # handled below through the 之 prefix
-        if norm[max(0, start - 3) : start] == "百分之":
+        per = norm[max(0, start - 3) : start]
+        if per in ("百分之", "千分之"):
             percent, start = True, start - 3
         int_part, _, frac = chars.partition("点")
-        if not percent and _zh_stop(norm, m.start(), m.end()):
+        if stops is None:
+            stops = _zh_stops(norm)
+        if not percent and _zh_stop(stops, m.start()):
             continue
-        parsed = _parse_zh_int(int_part) if int_part else 0
+        parsed = parse_zh_int(int_part) if int_part else 0
         if parsed is None:
             continue
         frac_digits = "".join(str("零一二三四五六七八九".find(c) if c != "〇" else 0) for c in frac)
         if frac and "-1" in frac_digits:
             continue
         value = Decimal(f"{parsed}.{frac_digits}") if frac else Decimal(parsed)
-        step = Decimal(10) ** -len(frac) if frac else _step_of_int(parsed)
-        out.append(_Raw(start, end, value, step, percent))
-    return sorted(out, key=lambda r: r.start)
+        step = _pow10(-len(frac)) if frac else _step_of_int(parsed)
+        if per == "千分之":  # per mille, read in points
+            value /= 10
+            step = None if step is None else step / 10
+        raw = _Raw(start, end, value, step, percent, words=True, decimal=bool(frac))
+        out.append(_tenths(norm, raw, int_part) or raw)
+    return out
 
 
-def _constant_spans(norm: str) -> list[tuple[int, int, str]]:
-    spans: list[tuple[int, int, str]] = []
-    for reason, pattern in _CONSTANTS:
-        spans.extend((m.start(), m.end(), reason) for m in pattern.finditer(norm))
-    return spans
+def _tenths(norm: str, raw: _Raw, int_part: str) -> _Raw | None:
+    """六成 = 60%, 六成二 = 62%, 八折 = 80%, 八五折 = 85%, 8.5折 = 85% (in points)."""
+    t = _TENTHS.match(norm, raw.end)
+    after = norm[t.end() : t.end() + 1] if t else ""
+    if t is None or raw.percent or (after and after in _TENTHS_NOT):
+        return None
+    value, step = raw.value, raw.step
+    if len(int_part) == 2 and all(c in "零〇一二两三四五六七八九" for c in int_part):
+        value = Decimal("零一二三四五六七八九".find(int_part[0].replace("两", "二")) * 10)
+        value += Decimal(max(0, "零一二三四五六七八九".find(int_part[1].replace("两", "二"))))
+        return _Raw(raw.start, t.end(), value, Decimal(1), True, words=True)
+    if value >= 10:
+        return None
+    end = t.end()
+    value, step = value * 10, (Decimal(10) if step is None else step * 10)
+    if t.group(1) == "成":
+        after = norm[end : end + 1]
+        digit = "一二三四五六七八九".find(after)
+        if after and digit >= 0:
+            value, step, end = value + digit + 1, Decimal(1), end + 1
+    return _Raw(raw.start, end, value, step, True, words=raw.words)
 
 
-def _constant_for(spans: list[tuple[int, int, str]], start: int, end: int) -> str | None:
-    for lo, hi, reason in spans:
-        if lo <= start and end <= hi:
-            return reason
-    return None
+def _fenzhi(norm: str) -> list[_Raw]:
+    """五分之三 = 60%, 3分之1 ≈ 33% (in points, to the precision :func:`fraction_step` gives)."""
+    out: list[_Raw] = []
+    for m in _FENZHI.finditer(norm):
+        den_s, num_s = m.group(1), m.group(2)
+        if den_s in ("百", "千", "万"):
+            continue  # 百分之六十二: a percentage, read with the numbers
+        den = int(den_s) if den_s.isdigit() else parse_zh_int(den_s)
+        num = int(num_s) if num_s.isdigit() else parse_zh_int(num_s)
+        if den is None or num is None or not 0 < num < den:
+            continue
+        value = Decimal(100 * num) / Decimal(den)
+        step = Decimal(repr(fraction_step(den)))
+        out.append(_Raw(m.start(), m.end(), value, step, True, words=True))
+    return out
+
+
+def _raw_numbers(norm: str) -> list[_Raw]:
+    out = _fenzhi(norm) if "分之" in norm else []
+    taken = [(r.start, r.end) for r in out]
+    out.extend(r for r in _arabic(norm) if not any(lo <= r.start < hi for lo, hi in taken))
+    taken = [(r.start, r.end) for r in out]
+    for w in english_fractions(norm):
+        if not any(lo < w.end and w.start < hi for lo, hi in taken):
+            out.append(_Raw(w.start, w.end, w.value, w.step, True, words=True, quantity=True))
+            taken.append((w.start, w.end))
+    for w in english_numbers(norm):
+        if not any(lo < w.end and w.start < hi for lo, hi in taken):
+            decimal = w.step is not None and w.step < 1
+            dozen = "dozen" in norm[w.start : w.end].lower()
+            raw = _Raw(w.start, w.end, w.value, w.step, False, words=True, decimal=decimal)
+            out.append(replace(raw, quantity=True) if dozen else raw)
+    out.extend(_chinese(norm, taken))
+    # Arabic digits before 成/折 ("3成", "8.5折").
+    for i, r in enumerate(out):
+        if not r.words and not r.percent:
+            t = _tenths(norm, r, "")
+            if t is not None:
+                out[i] = t
+    out.sort(key=lambda r: r.start)
+    # A digit swallowed by 成 ("六成二") is not a number of its own.
+    kept: list[_Raw] = []
+    for r in out:
+        if kept and r.start < kept[-1].end:
+            continue
+        kept.append(r)
+    return kept
 
 
 @dataclass(slots=True)
@@ -306,28 +386,49 @@ class _Draft:
     constant: str | None = None
     lo: Decimal | None = None
     hi: Decimal | None = None
+    factor: int = 1
+    words: bool = False
+    decimal: bool = False
+    currency: str = ""
+    quantity: bool = False
 
 
 def _decorate(norm: str, raw: _Raw, spans: list[tuple[int, int, str]]) -> _Draft:
     d = _Draft(raw.start, raw.end, raw.end, raw.value, raw.step, raw.percent, raw.plain)
-    d.constant = _constant_for(spans, raw.start, raw.end)
+    d.factor, d.words, d.decimal, d.quantity = raw.factor, raw.words, raw.decimal, raw.quantity
+    d.constant = constant_for(spans, raw.start, raw.end)
+    if d.constant is not None and d.constant not in _DECORATED_CONSTANTS:
+        return d  # a date or a week: its neighbours' words do not matter
     end = raw.end
     approx_after = _ZH_APPROX_SUFFIX.match(norm, end)
     if approx_after:
         d.approx, end = True, approx_after.end()
-    pct = _PERCENT.match(norm, end)
+    pct = None if d.percent and raw.words else _PERCENT.match(norm, end)
     if pct:
         d.percent, end = True, pct.end()
-    else:
+    elif not d.percent:
         unit = _UNIT_EN.match(norm, end) or _UNIT_ZH.match(norm, end)
         if unit:
             d.unit, end = unit.group(1), unit.end()
+            if d.unit == "万元":  # 128万元: the magnitude was not read with the digits
+                d.unit = "元"
+                if d.factor == 1:
+                    d.value *= 10_000
+                    d.step = None if d.step is None else d.step * 10_000
+                    d.factor = 10_000
     tail = _APPROX_AFTER.match(norm, end)
     if tail:
         d.approx, end = True, tail.end()
     d.end = end
     before = norm[max(0, raw.start - 24) : raw.start]
-    approx = _APPROX_BEFORE.search(before)
+    last = before.rstrip()[-1:]
+    currency = _CURRENCY_BEFORE.search(before) if last in _CURRENCY_LAST else None
+    if currency:
+        d.currency = currency.group(0).strip()
+        d.start = raw.start - (len(before) - currency.start())
+        before = before[: currency.start()]
+        last = before.rstrip()[-1:]
+    approx = _APPROX_BEFORE.search(before) if last and last in _APPROX_LAST else None
     if (
         approx
         and approx.group(0).strip() in "~≈"
@@ -335,12 +436,38 @@ def _decorate(norm: str, raw: _Raw, spans: list[tuple[int, int, str]]) -> _Draft
     ):
         approx = None  # "150~170": a range separator, not "about"
     if approx:
-        d.approx, d.start = True, raw.start - (len(before) - approx.start())
-    bound = _BOUND_BEFORE.search(norm[max(0, d.start - 24) : d.start])
+        d.approx, d.start = True, d.start - (len(before) - approx.start())
+    window = norm[max(0, d.start - 24) : d.start]
+    last = window.rstrip()[-1:]
+    bound = _BOUND_BEFORE.search(window) if last and last in _BOUND_LAST else None
     if bound:
         d.bound = "<" if bound.group(1) else ">"
         d.start -= len(bound.group(0))
     return d
+
+
+def _fraction(norm: str, a: _Draft, b: _Draft) -> _Draft | None:
+    """ "three in five", "3 out of 10", "五分之三": a share, in points."""
+    if a.constant is not None or a.percent or b.percent or a.lo is not None:
+        return None
+    if norm[a.num_end : a.num_end + 2] == "分之" and b.start == a.num_end + 2:
+        num, den = b, a
+    elif a.end <= b.start and _FRACTION_SEP.match(norm[a.end : b.start]):
+        num, den = a, b
+        if _FRACTION_NOT.match(norm, b.num_end):
+            return None  # "4 out of 5 stars": a rating on the scale
+    else:
+        return None
+    if num.step is None or num.step < 1 or den.step is None or den.step < 1 or a.unit:
+        return None
+    n, dd = int(num.value), int(den.value)
+    if not 0 < n < dd:
+        return None
+    start, end = min(a.start, b.start), max(a.end, b.end)
+    merged = _Draft(start, end, end, Decimal(100 * n) / Decimal(dd), None, True)
+    merged.step = Decimal(repr(fraction_step(dd)))
+    merged.approx, merged.words = a.approx, True
+    return merged
 
 
 def _merge(norm: str, drafts: list[_Draft]) -> list[_Draft]:
@@ -349,13 +476,22 @@ def _merge(norm: str, drafts: list[_Draft]) -> list[_Draft]:
     while i < len(drafts):
         a = drafts[i]
         b = drafts[i + 1] if i + 1 < len(drafts) else None
-        if b is not None and a.constant is None and b.constant is None:
+        if b is not None:
+            frac = _fraction(norm, a, b)
+            if frac is not None:
+                out.append(frac)
+                i += 2
+                continue
+        # "16 to 20 hours": a range of a unit that is a constant unless a release uses it.
+        b_free = b is not None and (b.constant is None or b.constant == "duration")
+        if b is not None and a.constant is None and b_free:
             gap_range = norm[a.end : b.start] if a.end <= b.start else None
             gap_band = norm[a.num_end : b.start] if a.num_end <= b.start else None
             if gap_band is not None and not a.unit and _BAND_SEP.match(gap_band):
                 merged = _Draft(a.start, b.end, a.num_end, a.value, a.step, a.percent or b.percent)
                 merged.lo, merged.hi = a.value - b.value, a.value + b.value
                 merged.unit, merged.approx = b.unit, True
+                merged.currency, merged.decimal = a.currency, a.decimal
                 out.append(merged)
                 i += 2
                 continue
@@ -363,22 +499,21 @@ def _merge(norm: str, drafts: list[_Draft]) -> list[_Draft]:
                 is_and = gap_range.strip().lower() == "and"
                 between = _BETWEEN.search(norm[max(0, a.start - 10) : a.start])
                 if not is_and or between:
-                    start = a.start - (len(between.group(0)) if between else 0)
-                    step = (
-                        a.step
-                        if b.step is None
-                        else b.step
-                        if a.step is None
-                        else min(a.step, b.step)
-                    )
-                    merged = _Draft(start, b.end, b.num_end, (a.value + b.value) / 2, step, False)
-                    merged.lo, merged.hi = min(a.value, b.value), max(a.value, b.value)
-                    merged.percent = a.percent or b.percent
-                    merged.unit = b.unit or a.unit
-                    merged.approx = a.approx or b.approx
-                    out.append(merged)
+                    out.append(_range(norm, a, b, between))
                     i += 2
                     continue
+        if (
+            b is not None
+            and _scale_point(b)
+            and a.constant is None
+            and not a.approx
+            and a.step is not None
+            and a.step >= 1
+            and 0 <= a.value <= 5
+            and a.end <= b.start
+            and _SCALE_LIST.match(norm[a.end : b.start])
+        ):
+            a.constant = "scale"  # "4 or 5 stars", "4、5 星": scale points listed
         if (
             norm[a.start : a.start + 1] in "0123456789"
             and a.start > 0
@@ -391,6 +526,33 @@ def _merge(norm: str, drafts: list[_Draft]) -> list[_Draft]:
         out.append(a)
         i += 1
     return out
+
+
+def _scale_point(d: _Draft) -> bool:
+    """A point of the rating scale ("5 stars", "5 星"), not a mean."""
+    if d.constant == "scale":
+        return True
+    integer = d.step is None or d.step >= 1
+    stars = canonical_unit(d.unit) == "stars" if d.unit else False
+    return stars and integer and 0 <= d.value <= 5 and not d.approx and d.lo is None
+
+
+def _range(norm: str, a: _Draft, b: _Draft, between: re.Match[str] | None) -> _Draft:
+    if b.factor > 1 and a.factor == 1 and a.value * b.factor <= b.value * 10:
+        # "1.2–1.35M", "1.2到1.5万": the magnitude written once applies to both ends.
+        a.value *= b.factor
+        a.step = None if a.step is None else a.step * b.factor
+    start = a.start - (len(between.group(0)) if between else 0)
+    step = a.step if b.step is None else b.step if a.step is None else min(a.step, b.step)
+    merged = _Draft(start, b.end, b.num_end, (a.value + b.value) / 2, step, False)
+    merged.lo, merged.hi = min(a.value, b.value), max(a.value, b.value)
+    merged.percent = a.percent or b.percent
+    merged.unit = b.unit or a.unit
+    merged.approx = a.approx or b.approx
+    merged.currency = a.currency or b.currency
+    merged.decimal = a.decimal or b.decimal
+    merged.constant = b.constant
+    return merged
 
 
 def _public(d: _Draft, category: str | None) -> str | None:
@@ -411,6 +573,16 @@ def _public(d: _Draft, category: str | None) -> str | None:
         and not d.approx
     ):
         return "scale"  # a span of scale points ("4–5 stars"), not a mean
+    if (
+        d.words
+        and d.lo is None
+        and integer
+        and abs(d.value) < 10
+        and not (d.unit or d.percent or d.approx or d.bound or d.currency or d.quantity)
+    ):
+        return "wording"  # "one of the topics", "两个方面"
+    if d.words and d.lo is None and d.value == 1 and not d.percent and not d.decimal:
+        return "wording"  # "至少一条反馈", "at least one record": one is not a statistic
     return None
 
 
@@ -423,12 +595,18 @@ def extract_mentions(text: str) -> list[NumberMention]:
     Returns:
         One :class:`NumberMention` per figure; a range or a band is one mention.
     """
-    norm = text.translate(_FULLWIDTH)
-    spans = _constant_spans(norm)
-    drafts = [_decorate(norm, raw, spans) for raw in _raw_numbers(norm)]
+    norm = normalise(text)
+    raws = _raw_numbers(norm)
+    if not raws:
+        return []
+    spans = constant_spans(norm, [r.start for r in raws])
+    drafts = [_decorate(norm, raw, spans) for raw in raws]
     mentions: list[NumberMention] = []
     for d in _merge(norm, drafts):
-        category = "percent" if d.percent else _CATEGORY_OF_UNIT.get(d.unit.lower())
+        key = canonical_unit(d.unit) if d.unit else ""
+        if d.currency:
+            key = CURRENCY_PREFIXES.get(d.currency.lower(), key)
+        category = "percent" if d.percent else _CATEGORY_OF_KEY.get(key, key or None)
         lo = d.value if d.lo is None else d.lo
         hi = d.value if d.hi is None else d.hi
         mentions.append(
@@ -442,10 +620,13 @@ def extract_mentions(text: str) -> list[NumberMention]:
                 hi=float(hi),
                 approx=d.approx,
                 percent=d.percent,
-                unit=d.unit,
+                unit=d.unit or d.currency,
                 category=category,
                 bound=d.bound,
                 constant=_public(d, category),
+                unit_key="share" if d.percent else key,
+                decimal=d.decimal and not d.percent,
+                num_end=d.num_end,
             )
         )
     return mentions

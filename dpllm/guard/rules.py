@@ -2,7 +2,7 @@
 
 A :class:`Guard` holds the releases a text was written from. :meth:`Guard.check`
 extracts every number (:func:`~dpllm.guard.extract.extract_mentions`), matches
-each to a release, and applies three rules:
+each to a release, and applies these rules:
 
 ``over-precise``
     the figure is stated to a step finer than
@@ -12,27 +12,37 @@ each to a release, and applies three rules:
 ``outside-band``
     the figure, read with the slack its own rounding allows (± half its stated
     step: "160" covers 155–165), does not overlap the released interval.
+``unknown-reference``
+    a ``[[reference]]`` (:mod:`.references`) that names no release: references to
+    known releases are replaced by :meth:`Guard.resolve` before the check.
 ``unsupported``
     a statistic-like figure (a unit, a percentage, a decimal, a range, an
     approximation word, or a value ≥ 10) that matches no release. A violation or
     only a warning, by configuration.
 
-**Matching heuristics**, in order:
+**Matching**, in order (:meth:`Guard._match`):
 
-1. *Unit.* ``%``/``percent``/``百分之`` → proportion releases only (in points);
-   ``stars``/``分``/``星``/``points`` → mean ratings; ``users``/``人``/``位``/``名`` →
-   user counts; ``条``/``responses``/``ratings``/``feedback`` → record counts.
-   Users and record counts may stand in for each other, at lower priority.
-2. *Wording.* Without a unit, the nearest keyword earlier in the same sentence
-   (average/mean/rating/平均/评分 → rating; users/active/用户/活跃 → users;
-   responses/feedback/反馈 → counts; share/rate/比例/占 → proportion) decides
-   the category; a release whose name token (``active_users`` → "active",
-   "users") appears there is preferred.
-3. *Value.* Among the remaining releases, the one whose interval is nearest.
-   A match is accepted when the figure lies within ``match_tolerance``
-   half-widths of the interval, or the wording names the release; otherwise
-   the figure is unsupported ("about 40 students complained" is not a wrong
-   total of 1,230 users, it is a figure no release supports).
+1. *Named.* The releases the sentence names — by the label and synonyms a
+   release declares (:attr:`~dpllm.release.Release.terms`, or a template's
+   ``terms:`` lines), a component's own label ("refund"), or, for a release that
+   declares none, the words of its name and unit — in the figure's clause, else
+   the nearest in its sentence, or right after the figure ("about 160 feedback
+   records"); :mod:`.targets`.
+2. *Unit.* Else the releases of the figure's canonical unit (:mod:`.units`:
+   "条"/"responses" → records, "小时" → hours, "¥"/"元" → yuan …). A percentage
+   fits only proportions (in points); a decimal in [0, 1] ("0.62") fits a
+   proportion too; a unit that contradicts a release's excludes it.
+3. *Value.* Else every release the figure's form fits, the nearest interval
+   first; a generic word ("average", "median", "share", "平均", "比例") breaks ties.
+
+A match is accepted when the figure lies within ``match_tolerance`` half-widths
+of the interval, or the sentence names the release; otherwise the figure is
+unsupported ("about 40 students complained" is not a wrong total of 1,230 users,
+it is a figure no release supports). A figure that breaks the rules for the
+release it was matched to is still accepted when it faithfully states another
+release of the same pool — the named releases when the sentence names any, so
+"the refund process was mentioned around 50 times" is refused even when another
+topic's band holds 50.
 
 Public constants (dates, weeks, durations, ε values, the rating scale,
 confidence levels, ordinals, list numbers, years) are never checked; integers
@@ -45,13 +55,16 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from dpllm.errors import GuardError
 from dpllm.guard.extract import NumberMention, extract_mentions, text_language
+from dpllm.guard.references import REFERENCE, Resolved, reference_name, resolve_references
+from dpllm.guard.targets import Target, TermIndex, build_targets
+from dpllm.guard.units import units_compatible
 from dpllm.release import Release
-from dpllm.rounding import format_number, granularity, is_as_coarse_as
+from dpllm.rounding import format_number, is_as_coarse_as
 
 __all__ = ["Guard", "GuardReport", "Rule", "Violation"]
 
@@ -65,6 +78,7 @@ class Rule(StrEnum):
     OVER_PRECISE = "over-precise"
     OUTSIDE_BAND = "outside-band"
     UNSUPPORTED = "unsupported"
+    UNKNOWN_REFERENCE = "unknown-reference"
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,89 +131,17 @@ class GuardReport:
         return not self.violations
 
 
-@dataclass(frozen=True, slots=True)
-class _Target:
-    name: str
-    category: str
-    kind: str
-    value: float
-    lo: float
-    hi: float
-    half_width: float
-    step: float
-    small_threshold: float | None
-    tokens: frozenset[str]
-
-
-_CONTEXT_WORDS: tuple[tuple[str, str], ...] = tuple(
+_STAT_WORDS: tuple[tuple[str, str], ...] = tuple(
     (word, cat)
     for cat, words in (
-        ("rating", "average mean rating rated score stars 平均 评分 得分 均分 打分 星"),
-        ("users", "users user active people students learners 用户 活跃 学员 学生 人数"),
-        ("count", "responses response feedback comments reviews submissions 反馈 评论 回复 条"),
-        ("proportion", "share proportion percent rate fraction 比例 占 比率 百分"),
+        # Generic statistical wording (not any domain's vocabulary): which kind of
+        # release a figure that names none is likely about.
+        ("average", "average mean median typical 平均 均值 中位"),
+        ("proportion", "share proportion percent fraction 比例 占比 比率"),
     )
     for word in words.split()
 )
 _SENTENCE_END = re.compile(r"[.。!！?？;；\n]")
-_RATING_KINDS = {"mean", "average", "median", "quantile", "rating"}
-_PROPORTION_KINDS = {"proportion", "share", "rate", "fraction"}
-_USER_WORDS = ("user", "people", "student", "learner", "participant", "人")
-
-
-def _release_category(release: Release) -> str:
-    kind = release.kind.lower()
-    if kind in _PROPORTION_KINDS:
-        return "proportion"
-    if kind in _RATING_KINDS:
-        return "rating"
-    described = f"{release.unit} {release.name}".lower()
-    if any(w in described for w in _USER_WORDS):
-        return "users"
-    return "count"
-
-
-def _target(name: str, release: Release) -> _Target:
-    category = _release_category(release)
-    lo, hi = release.interval
-    scale = 100.0 if category == "proportion" and max(abs(lo), abs(hi)) <= 1.0 else 1.0
-    half_width = release.half_width * scale
-    step = granularity(half_width, integer=release.kind == "count")
-    tokens = frozenset(
-        t
-        for t in re.split(r"[^0-9a-z\u4e00-\u9fff]+", f"{name} {release.unit}".lower())
-        if len(t) >= 3
-    )
-    return _Target(
-        name=name,
-        category=category,
-        kind=release.kind,
-        value=release.value * scale,
-        lo=lo * scale,
-        hi=hi * scale,
-        half_width=half_width,
-        step=step,
-        small_threshold=release.small_threshold if release.kind == "count" else None,
-        tokens=tokens,
-    )
-
-
-def _targets(releases: Mapping[str, Release] | Sequence[Release]) -> tuple[_Target, ...]:
-    if isinstance(releases, Mapping):
-        pairs = list(releases.items())
-    elif isinstance(releases, Sequence) and not isinstance(releases, str):
-        pairs = [(r.name, r) for r in releases]
-    else:
-        raise GuardError("releases must be a mapping of name → Release or a sequence of Release")
-    out: list[_Target] = []
-    for name, release in pairs:
-        if not isinstance(release, Release):
-            raise GuardError(f"{name!r} is not a Release (got {type(release).__name__})")
-        if release.is_vector:
-            out.extend(_target(f"{name}[{label}]", comp) for label, comp in release.components())
-        else:
-            out.append(_target(name, release))
-    return tuple(out)
 
 
 def _context(text: str, start: int) -> str:
@@ -208,9 +150,9 @@ def _context(text: str, start: int) -> str:
     return (before[ends[-1].end() :] if ends else before).lower()
 
 
-def _context_category(context: str) -> str | None:
+def _stat_hint(context: str) -> str | None:
     best, where = None, -1
-    for word, cat in _CONTEXT_WORDS:
+    for word, cat in _STAT_WORDS:
         i = context.rfind(word)
         if i > where:
             best, where = cat, i
@@ -244,14 +186,26 @@ def _gap(a: tuple[float, float], lo: float, hi: float) -> float:
     return 0.0
 
 
-def _compatible(mention_cat: str | None, target: _Target) -> bool:
-    if mention_cat == "percent":
-        return target.category == "proportion"
-    if target.category == "proportion":
-        return False
-    if mention_cat == "rating":
-        return target.category == "rating"
-    return True
+def _as_points(m: NumberMention) -> NumberMention:
+    """A proportion written as a decimal (``0.62``), read in percentage points."""
+    step = m.step * 100 if math.isfinite(m.step) else m.step
+    return replace(m, value=m.value * 100, lo=m.lo * 100, hi=m.hi * 100, step=step)
+
+
+def _fit(m: NumberMention, t: Target) -> int | None:
+    """How well mention ``m`` can speak of ``t`` (higher is better), ``None`` if it cannot."""
+    if m.percent:
+        return 1 if t.category == "proportion" else None
+    if t.category == "proportion":
+        # "0.62" of a proportion; never a plain integer or a figure with a unit.
+        ok = m.decimal and not m.unit_key and 0 <= m.lo and m.hi <= 1 and t.scale == 100
+        return 0 if ok else None
+    fit = units_compatible(m.unit_key, t.unit_key, count=t.is_count)
+    if fit < 0:
+        return None
+    if m.category == "rating" and t.unit_key == "" and t.category != "average":
+        return None  # "4.3 stars" is not a count without a unit
+    return fit
 
 
 class Guard:
@@ -287,7 +241,9 @@ class Guard:
             raise GuardError(f"unsupported must be 'violation' or 'warning', got {unsupported!r}")
         if not (math.isfinite(match_tolerance) and match_tolerance >= 0):
             raise GuardError(f"match_tolerance must be finite and ≥ 0, got {match_tolerance!r}")
-        self._targets = _targets(releases)
+        self._targets = build_targets(releases)
+        self._terms = TermIndex(self._targets)
+        self._units = frozenset(t.unit_key for t in self._targets if t.unit_key)
         self._unsupported = unsupported
         self._constants = frozenset(float(c) for c in allowed_constants)
         self._tolerance = float(match_tolerance)
@@ -296,6 +252,11 @@ class Guard:
     def release_names(self) -> tuple[str, ...]:
         """The names of the (scalar components of the) releases checked against."""
         return tuple(t.name for t in self._targets)
+
+    @property
+    def targets(self) -> tuple[Target, ...]:
+        """The scalar figures checked against (one per component of a vector release)."""
+        return self._targets
 
     def check(self, text: str, *, language: str = "auto") -> GuardReport:
         """Check every figure in ``text``.
@@ -319,31 +280,43 @@ class Guard:
             language = text_language(text)
         if language not in ("en", "zh"):
             raise GuardError(f"language must be 'en', 'zh' or 'auto', got {language!r}")
-        mentions = tuple(extract_mentions(text))
+        refs = list(REFERENCE.finditer(text)) if "[[" in text else []
+        readable = text
+        for r in refs:  # a reference's own characters are not figures ("[[hist.5]]")
+            readable = readable[: r.start()] + " " * (r.end() - r.start()) + readable[r.end() :]
+        mentions = tuple(self._reopen(m) for m in extract_mentions(readable))
         # A public constant's words are not context for the figures after it ("2 stars:
         # about 210" speaks of a count, not of the mean rating in stars).
-        blanked = text
+        blanked = readable
         for c in mentions:
             if c.constant is not None:
                 a, b = c.span
                 blanked = blanked[:a] + " " * (b - a) + blanked[b:]
+        occurrences = self._terms.find(blanked) if mentions else None
         matches: list[str | None] = []
-        violations: list[Violation] = []
+        violations: list[Violation] = [
+            self._unknown_reference(r, text, language, auto) for r in refs
+        ]
         warnings: list[Violation] = []
         for m in mentions:
             if m.constant is not None or (m.bound == "<" and m.value in self._constants):
                 matches.append(None)  # a bound at an allowed constant: a public threshold
                 continue
-            target = self._match(blanked, m)
-            lang = _line_language(text, m.span[0]) if auto else language
+            assert occurrences is not None
+            named = occurrences.naming(m.span[0], m.num_end, m.span[1])
+            lang = language
+            if auto and "\n" in text:  # one text without a line break: its language
+                lang = _line_language(text, m.span[0])
+            target, pool, is_named = self._match(blanked, m, named)
             if target is not None:
-                found = _judge(m, target, lang)
+                found = _judge(_read(m, target), target, lang)
                 if found:
-                    # The heuristic match may pick a neighbour when several releases of
-                    # one kind overlap. A figure that is a faithful statement of another
-                    # release it could speak of (inside its band, no finer than its
-                    # granularity) reveals nothing beyond that release: accept it.
-                    alternative = self._faithful_alternative(m, target, lang)
+                    # Several releases a figure could speak of may overlap. A figure that
+                    # faithfully states one of them (inside its band, no finer than its
+                    # granularity) reveals nothing beyond that release: accept it — among
+                    # the releases the sentence names when it names any, else among those
+                    # of the figure's unit and kind.
+                    alternative = self._faithful_alternative(m, target, pool, lang)
                     if alternative is not None:
                         target, found = alternative, []
                 violations.extend(found)
@@ -355,15 +328,45 @@ class Guard:
             text, language, mentions, tuple(matches), tuple(violations), tuple(warnings)
         )
 
+    def resolve(self, text: str, *, language: str = "auto") -> Resolved:
+        """Replace each ``[[reference]]`` to a known release by its allowed phrase.
+
+        See :mod:`dpllm.guard.references`; unknown references stay in the text and
+        :meth:`check` reports them.
+        """
+        if not isinstance(text, str):
+            raise GuardError(f"the guard resolves text, got {type(text).__name__}")
+        return resolve_references(text, self._targets, language=language)
+
+    @property
+    def references(self) -> tuple[str, ...]:
+        """Every reference a text may cite (``"mean_rating"``, ``"topic_counts.refund"``)."""
+        return tuple(reference_name(t.name) for t in self._targets)
+
+    def _unknown_reference(
+        self, r: re.Match[str], text: str, language: str, auto: bool
+    ) -> Violation:
+        lang = _line_language(text, r.start()) if auto else language
+        known = ", ".join(f"[[{n}]]" for n in self.references) or "—"
+        if lang == "zh":
+            msg = f"“{r.group(0)}”不是已发布的统计量；可用的引用：{known}。"
+        else:
+            msg = f'"{r.group(0)}" names no released statistic; the references are: {known}.'
+        return Violation(r.span(), Rule.UNKNOWN_REFERENCE, None, r.group(0), None, None, msg)
+
+    def _reopen(self, m: NumberMention) -> NumberMention:
+        # "18 hours" is a public duration unless a release is measured in hours.
+        if m.constant == "duration" and m.unit_key and m.unit_key in self._units:
+            return replace(m, constant=None)
+        return m
+
     def _faithful_alternative(
-        self, m: NumberMention, chosen: _Target, language: str
-    ) -> _Target | None:
-        """Another release of the same kind that ``m`` states faithfully, if any."""
-        stated = _stated_interval(m)
-        for t in self._targets:
-            if t is chosen or t.category != chosen.category or not _compatible(m.category, t):
+        self, m: NumberMention, chosen: Target, pool: Sequence[Target], language: str
+    ) -> Target | None:
+        for t in pool:
+            if t is chosen or t.category != chosen.category:
                 continue
-            if _gap(stated, t.lo, t.hi) == 0 and not _judge(m, t, language):
+            if _faithful(_read(m, t), t):
                 return t
         return None
 
@@ -371,39 +374,61 @@ class Guard:
         if m.value in self._constants and not m.is_range:
             return False
         return bool(
-            m.percent or m.approx or m.is_range or m.bound or m.step < 1 or abs(m.value) >= 10
+            m.percent
+            or m.approx
+            or m.is_range
+            or m.bound
+            or m.step < 1
+            or abs(m.value) >= 10
+            or m.unit_key
         )
 
-    def _match(self, text: str, m: NumberMention) -> _Target | None:
-        context = _context(text, m.span[0])
-        wanted = m.category or _context_category(context)
-        if wanted == "proportion" and not m.percent:
-            wanted = None
-        candidates = [t for t in self._targets if _compatible(m.category, t)]
-        if not candidates:
-            return None
-        stated = _stated_interval(m)
-        best: tuple[tuple[bool, bool, bool, bool, bool, float], _Target] | None = None
-        for t in candidates:
-            exact = wanted is None or t.category == wanted
-            named = any(tok in context for tok in t.tokens)
-            d = _gap(stated, t.lo, t.hi) / max(t.half_width, t.step)
-            # A figure whose own unit fits a release it lies near beats a release merely
-            # named earlier in the sentence ("… feedback records …, about 900 students").
-            by_unit = m.category is not None and exact
-            fits = d <= self._tolerance and (named or by_unit)
-            # Among the releases a figure could speak of, one whose interval it lies
-            # in wins: a figure consistent with a release of its kind is not called
-            # "outside the band" of a neighbour named nearby ("3 星：约 310 条；4 星：
-            # 约 360 条" — the context of one line reaches into the next).
-            key = (not fits, d > 0, not by_unit, not named, not exact, d)
+    def _match(
+        self, text: str, m: NumberMention, named: frozenset[int]
+    ) -> tuple[Target | None, list[Target], bool]:
+        """The target ``m`` speaks of, the pool of its alternatives, and whether it was named.
+
+        Order: the releases the sentence names (their declared label or synonyms),
+        then the releases of the figure's unit, then every release the figure's
+        form fits, nearest by value (a generic word — "average", "share" — breaks ties).
+        """
+        fits: list[tuple[Target, int]] = []
+        by_name: list[tuple[Target, int]] = []
+        for i, t in enumerate(self._targets):
+            f = _fit(m, t)
+            if f is not None:
+                fits.append((t, f))
+                if i in named:
+                    by_name.append((t, f))
+        if not fits:
+            return None, [], False
+        if by_name:
+            pool = by_name
+        else:
+            same_unit = [(t, f) for t, f in fits if f == 2]
+            pool = same_unit or fits
+        hint = None if by_name or len(pool) == 1 else _stat_hint(_context(text, m.span[0]))
+        best: tuple[tuple[bool, bool, bool, int, float], Target] | None = None
+        for t, f in pool:
+            read = _read(m, t)
+            d = _gap(_stated_interval(read), t.lo, t.hi) / max(t.half_width, t.step)
+            key = (d > self._tolerance, hint is not None and t.category != hint, d > 0, -f, d)
             if best is None or key < best[0]:
                 best = (key, t)
         assert best is not None
-        (_, _, _, not_named, _, d), target = best
-        if d <= self._tolerance or not not_named:
-            return target
-        return None
+        target = best[1]
+        within = not best[0][0]
+        targets = [t for t, _ in pool]
+        if by_name or within:
+            return target, targets, bool(by_name)
+        return None, targets, False
+
+
+def _read(m: NumberMention, t: Target) -> NumberMention:
+    """``m`` in the units of ``t``: a decimal proportion (``0.62``) in points."""
+    if t.category == "proportion" and not m.percent and t.scale == 100:
+        return _as_points(m)
+    return m
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -419,7 +444,7 @@ def _unit_suffix(m: NumberMention, language: str) -> str:
     return m.unit if language == "zh" and not m.unit.isascii() else f" {m.unit}"
 
 
-def _allowed_forms(m: NumberMention, t: _Target, language: str) -> tuple[str, str]:
+def _allowed_forms(m: NumberMention, t: Target, language: str) -> tuple[str, str]:
     suffix = _unit_suffix(m, language)
     lo = math.floor(t.lo / t.step + 1e-9) * t.step
     hi = math.ceil(t.hi / t.step - 1e-9) * t.step
@@ -433,8 +458,15 @@ def _allowed_forms(m: NumberMention, t: _Target, language: str) -> tuple[str, st
     return (f"约{approx}{suffix}" if language == "zh" else f"about {approx}{suffix}"), band
 
 
-def _judge(m: NumberMention, t: _Target, language: str) -> list[Violation]:
+def _faithful(m: NumberMention, t: Target) -> bool:
+    """No rule broken: as coarse as ``t``'s granularity and overlapping its band."""
+    return is_as_coarse_as(m.step, t.step) and _gap(_stated_interval(m), t.lo, t.hi) == 0
+
+
+def _judge(m: NumberMention, t: Target, language: str) -> list[Violation]:
     out: list[Violation] = []
+    if _faithful(m, t):
+        return out  # the common case: no wording to build
     allowed, band = _allowed_forms(m, t, language)
     if not is_as_coarse_as(m.step, t.step):
         if language == "zh":

@@ -419,7 +419,10 @@ class WeeklyJob:
             model = self._model if self._model is not None else OfflineWriter(fallback)
             allow = set(messages.figures) | set(fallback.figures) | {week, *self.course_names}
             m = self.settings.model
-            guarded = context_releases(context)
+            # The user template declares how readers speak of each figure (terms):
+            # the guard matches figures to releases by them.
+            declared = env.declaration(f"{self.prompt}/user.{self.settings.lang}.j2")
+            guarded = declared.with_terms(context_releases(context))
             # The small-count threshold ("fewer than 5") is public wording, not a figure.
             thresholds = {r.small_threshold for r in guarded.values() if r.small_threshold}
             result = generate(
