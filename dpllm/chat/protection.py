@@ -24,6 +24,7 @@ from dpllm.chat.streaming import (
     DEFAULT_MIN_RELEASE,
     blind_tokens,
     rewrite_violations,
+    split_units,
 )
 from dpllm.errors import ConfigError, InvalidPrivacyParameter, ModelBadResponse
 from dpllm.guard import Guard, GuardReport, text_language
@@ -246,9 +247,21 @@ class CallState:
     def restore(self, text: str) -> str:
         return self.vault.restore(text) if self.vault is not None else text
 
+    def units(self, raw: str) -> list[str]:
+        """``raw`` in the units it is redacted in, streamed or not (see :func:`split_units`)."""
+        return split_units(raw, min_unit=self.p.min_release, max_unit=self.p.max_hold)
+
+    def redact_units(self, raw: str) -> str:
+        """Redact ``raw`` unit by unit: the same result whatever whole units it is cut into."""
+        allow = self.allow
+        redact = self.p.redactor.redact
+        return "".join(
+            redact(u, language=self.p.language, allow=allow).text for u in self.units(raw)
+        )
+
     def finish(self, raw: str) -> str:
         """Raw model text → what the caller may read: redact → guard (rewrite) → restore."""
-        clean = self.p.redactor.redact(raw, language=self.p.language, allow=self.allow).text
+        clean = self.redact_units(raw)
         if self.guard is not None:
             report = self.guard.check(clean, language=self.p.language)
             if not report.ok:
@@ -257,8 +270,7 @@ class CallState:
 
     def finish_value(self, raw: str) -> str:
         """A model-written data value (a tool argument's string) → redact → restore, no guard."""
-        clean = self.p.redactor.redact(raw, language=self.p.language, allow=self.allow).text
-        return self.restore(clean)
+        return self.restore(self.redact_units(raw))
 
     def stream_gate(self) -> StreamGate:
         """A :class:`~dpllm.chat.fields.StreamGate` for one stream of this call."""
@@ -270,7 +282,7 @@ class CallState:
         )
 
     def _flow_redactor(self) -> _FlowRedactor:
-        return _FlowRedactor(self.p.redactor)
+        return _FlowRedactor(self)
 
     def from_result(self, result: GenerationResult) -> str:
         if result.source == "model":
@@ -424,11 +436,19 @@ _WIRE: _Shape[Any] = _WireShape()
 
 @dataclass(frozen=True, slots=True)
 class _FlowRedactor:
-    """The generation flow's redactor protocol over a :class:`TextRedactor`."""
+    """The generation flow's redactor protocol, redacting unit by unit as streams do."""
 
-    inner: TextRedactor
+    state: CallState
 
     def redact(
         self, text: str, *, language: str = "auto", allow: Collection[str] = ()
     ) -> RedactionLike:
-        return self.inner.redact(text, language=language, allow=allow)
+        redactor = self.state.p.redactor
+        pieces = []
+        counts: dict[str, int] = {}
+        for unit in self.state.units(text):
+            result = redactor.redact(unit, language=language, allow=allow)
+            pieces.append(result.text)
+            for entity, k in result.counts.items():
+                counts[entity] = counts.get(entity, 0) + k
+        return _Plain("".join(pieces), counts)

@@ -4,17 +4,15 @@ A streamed answer arrives in small deltas. Emitting each delta at once would let
 a phone number, a name or an over-precise figure out before anything could look
 at it, because a personal-data span or a number is usually cut across deltas
 (``"138"``, ``"1234 5"``, ``"678"``). :class:`HoldBack` keeps the deltas and
-releases text only up to a **safe cut**:
-
-* a sentence boundary (``. ! ? …`` followed by white space, ``。！？；``, or a
-  line break), once at least ``min_release`` characters can go, so each released
-  segment is a whole sentence: the redactor sees a span whole and the guard sees
-  the wording that tells it which statistic a figure speaks of;
-* failing that, when more than ``max_hold`` characters are held, the last white
-  space whose neighbours are not part of a candidate span (a digit, ``@``, ``+``,
-  ``-``, ``/``, ``.``, ``:`` or a pseudonym token) — so a spaced phone number
-  ``138 1234 5678`` or an e-mail address is never split;
-* the end of the stream (``flush``), only after the upstream said it finished.
+releases **whole redaction units** only (see :func:`unit_end`): a unit ends at
+the first sentence end past ``min_release`` characters, or — in a run longer
+than ``max_hold`` without one — at a white space or soft punctuation that is
+never beside a digit or inside a pseudonym token and never between two words
+that may belong to one name (``Emily | Clark``, ``van | Beethoven``); a run with
+no break at all is cut at ``8 × max_hold``. Where a unit ends depends only on
+the text, never on how it arrived, and the non-streamed answer is redacted in
+the same units (:meth:`dpllm.chat.protection.CallState.finish`), so a stream,
+concatenated, equals the non-streamed redaction for any delta sizes.
 
 Each released segment goes through a ``process`` function (redact → guard →
 restore, see :mod:`dpllm.chat.wrapper`) before the caller sees it. An upstream error
@@ -39,13 +37,15 @@ __all__ = [
     "blind_tokens",
     "rewrite_violations",
     "safe_cut",
+    "split_units",
+    "unit_end",
 ]
 
-DEFAULT_MIN_RELEASE = 48
-"""Characters a releasable prefix must reach before it is processed and emitted."""
+DEFAULT_MIN_RELEASE = 160
+"""The least length of a redaction unit: a unit ends at a sentence end only past it."""
 
 DEFAULT_MAX_HOLD = 480
-"""Held characters after which a white-space cut is taken when no sentence ends."""
+"""Unit length after which a white-space cut is taken when no sentence ends."""
 
 TOKEN_PATTERN = re.compile(r"(?:<[A-Z][A-Z_]*|\[[^\[\]\s]{1,16})_[0-9a-f]{10,64}[>\]]")
 """A pseudonym token of :class:`dpllm.redact.Vault` (``<PERSON_3f2a9c1b0d>``, ``[姓名_…]``)."""
@@ -104,39 +104,160 @@ def _span_char(ch: str) -> bool:
     return ch.isdigit() or ch in _SPAN_CHARS
 
 
+# Words that join the parts of a Latin-script name ("Ludwig van Beethoven", "Ibn al Haytham").
+_NAME_PARTICLES = frozenset(
+    "van von der den de da del della di du la le bin ibn al el dos das st st. mc mac o".split()
+)
+_SOFT_PUNCT = frozenset("，、：,;；")
+
+
+def _word_before(text: str, i: int) -> str:
+    j = i
+    while j > 0 and not text[j - 1].isspace():
+        j -= 1
+    return text[j:i]
+
+
+def _word_after(text: str, i: int) -> str:
+    j = i
+    while j < len(text) and not text[j].isspace():
+        j += 1
+    return text[i:j]
+
+
+def _name_part(word: str) -> bool:
+    """A word that may be part of a Latin-script name or an address (capitalised, initial …)."""
+    core = word.strip("\"'“”‘’([{")
+    return bool(core) and (any(c.isupper() for c in core) or core.lower() in _NAME_PARTICLES)
+
+
+def _soft_cut_ok(text: str, i: int, *, strict: bool = False) -> bool:
+    """Whether a unit may end just after ``text[i]`` (a white space or a soft punctuation).
+
+    Never next to a character of a candidate span (digits, ``@`` …), never inside a
+    pseudonym token, never between two words that may both belong to one name or
+    address (``Emily | Clark``, ``van | Beethoven``, ``Baker | Street``). ``strict``:
+    neither neighbour may be a name part, so a name keeps its context on both sides
+    (the English NER misses a name that ends a text more often).
+    """
+    ch = text[i]
+    before = text[i - 1] if i > 0 else ""
+    after = text[i + 1] if i + 1 < len(text) else ""
+    if not after or (before and _span_char(before)) or _span_char(after):
+        return False
+    if ch not in _SOFT_PUNCT and (not ch.isspace() or (before and before.isspace())):
+        return False
+    left, right = _name_part(_word_before(text, i)), _name_part(_word_after(text, i + 1).lstrip())
+    if (left or right) if strict else (left and right):
+        return False
+    return not _inside_token(text, i + 1)
+
+
+def unit_end(
+    text: str,
+    start: int = 0,
+    *,
+    min_unit: int = DEFAULT_MIN_RELEASE,
+    max_unit: int = DEFAULT_MAX_HOLD,
+    final: bool = False,
+) -> int | None:
+    """Where the redaction unit beginning at ``start`` ends; ``None``: not known yet.
+
+    Units are the pieces the answer is redacted in, alike whether it streams or
+    not, so a stream's text equals the non-streamed redaction (each unit is
+    redacted on its own, and a stream releases whole units only). The end
+    depends only on ``text[start : start + 8 * max_unit + 1]``, never on how
+    the text arrived:
+
+    1. the first closed sentence end (``. ! ? …`` + white space, ``。！？；``, a
+       line break; closed: a character follows it) at least ``min_unit``
+       characters in, if it lies within ``max_unit`` characters;
+    2. else, once more than ``max_unit`` characters are known, the last white
+       space or soft punctuation (``，、：,;``) within ``[min_unit, max_unit]``
+       that :func:`_soft_cut_ok` allows (never between a first name and a
+       surname, never beside a digit);
+    3. else the next closed sentence end, however far;
+    4. else, beyond ``8 * max_unit`` characters (a run with no break at all), a
+       hard cut there, so memory stays bounded.
+
+    Args:
+        text: the text (the held text of a stream, or a whole answer).
+        start: a unit boundary.
+        min_unit, max_unit: see above.
+        final: the text is complete (the stream ended): the rest is one unit.
+
+    Returns:
+        The end offset, or ``None`` when more text is needed to decide.
+    """
+    hard = 8 * max_unit
+    n = len(text)
+    first_far: int | None = None
+    for m in _SENTENCE_END.finditer(text, start, min(n, start + hard)):
+        end = m.end()
+        if end >= n:
+            break  # not closed: more white space or marks may follow
+        if end - start < min_unit or _inside_token(text, end):
+            continue
+        if end - start <= max_unit:
+            return end
+        first_far = end
+        break
+    if n - start > max_unit:
+        window = text[start : start + max_unit + 1]
+        for strict in (True, False):
+            for i in range(max_unit - 1, max(0, min_unit - 1) - 1, -1):
+                if (window[i].isspace() or window[i] in _SOFT_PUNCT) and _soft_cut_ok(
+                    window, i, strict=strict
+                ):
+                    return start + i + 1
+        if first_far is not None:
+            return first_far
+        if n - start > hard:
+            return start + hard
+    if final:
+        return n
+    return None
+
+
+def split_units(
+    text: str, *, min_unit: int = DEFAULT_MIN_RELEASE, max_unit: int = DEFAULT_MAX_HOLD
+) -> list[str]:
+    """``text`` cut into its redaction units (see :func:`unit_end`); they join to ``text``."""
+    out = []
+    at = 0
+    while at < len(text):
+        end = unit_end(text, at, min_unit=min_unit, max_unit=max_unit, final=True)
+        assert end is not None and end > at
+        out.append(text[at:end])
+        at = end
+    return out
+
+
 def safe_cut(
     text: str, *, min_release: int = DEFAULT_MIN_RELEASE, max_hold: int = DEFAULT_MAX_HOLD
 ) -> int:
     """How many leading characters of ``text`` may be released now (0: hold everything).
 
+    ``text`` begins at a unit boundary; the result is the end of the last unit
+    whose end is already known (see :func:`unit_end`), so released text is made
+    of whole units.
+
     Args:
         text: the held text.
-        min_release: a sentence-boundary cut is taken only when it releases at
-            least this many characters.
-        max_hold: beyond this many held characters, cut at a safe white space.
+        min_release: the least length of a unit (a unit ends at a sentence end
+            only once it is this long).
+        max_hold: the greatest length of a unit before a white-space cut.
 
     Returns:
-        An index ``i``: ``text[:i]`` ends at a safe cut (never inside a
-        candidate span or a pseudonym token).
+        An index ``i``: ``text[:i]`` is whole units.
     """
-    best = 0
-    for m in _SENTENCE_END.finditer(text):
-        if not _inside_token(text, m.end()):
-            best = m.end()
-    if best >= min_release:
-        return best
-    if len(text) <= max_hold:
-        return 0
-    for i in range(len(text) - 1, 0, -1):
-        if not text[i].isspace():
-            continue
-        before, after = text[i - 1], text[i + 1] if i + 1 < len(text) else ""
-        if _span_char(before) or (after and _span_char(after)):
-            continue
-        if _inside_token(text, i):
-            continue
-        return i + 1
-    return 0  # one unbroken run (a very long token): keep holding until the stream ends
+    at = 0
+    while at < len(text):
+        end = unit_end(text, at, min_unit=min_release, max_unit=max_hold)
+        if end is None:
+            break
+        at = end
+    return at
 
 
 class HoldBack:
