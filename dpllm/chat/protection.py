@@ -12,6 +12,7 @@ Privacy: post-processing only; no privacy budget is spent.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -46,6 +47,7 @@ __all__ = [
 ]
 
 POLICIES = ("pseudonymise", "redact")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 class TextRedactor(Protocol):
@@ -255,6 +257,9 @@ class CallState:
         """Redact ``raw`` unit by unit: the same result whatever whole units it is cut into."""
         allow = self.allow
         redact = self.p.redactor.redact
+        # A model's answer is not the caller's input: a lone surrogate in it is the
+        # upstream's fault, so it is replaced (U+FFFD), never an error for the caller.
+        raw = _SURROGATE.sub("\ufffd", raw)
         return "".join(
             redact(u, language=self.p.language, allow=allow).text for u in self.units(raw)
         )

@@ -1,8 +1,13 @@
 """The :class:`Redactor`: Presidio analysis in English and Chinese, offline, then an operator.
 
-Flow: normalise full-width ASCII (offsets kept) → detect the language → Presidio analyzer
-with this module's registry → drop allow-listed spans (caller's strings, dates, ISO weeks) →
-resolve overlaps → an operator rewrites the spans through Presidio's anonymizer.
+Flow: reject text that is not valid Unicode (a lone surrogate) → normalise full-width
+ASCII (offsets kept) → detect the language → cut a very long text into units of at most
+:data:`CHUNK_CHARS` characters (bounded memory; cuts never inside a span or a name) →
+per unit, Presidio's analyzer with this module's registry, plus a pass of the other
+script's name finder over the runs of that script (English NER on the Latin runs of
+Chinese text, Chinese name finding on the Han runs of English text) → drop allow-listed
+spans (caller's strings, dates, ISO weeks) → resolve overlaps → an operator rewrites the
+spans, left to right.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from dpllm.errors import RedactionError
+from dpllm.errors import InvalidText, RedactionError
 from dpllm.redact.nlp import EN_MODEL_PACKAGE, DualNlpEngine, FastContextEnhancer
 from dpllm.redact.operators import (
     HmacOperator,
@@ -26,6 +31,7 @@ from dpllm.redact.operators import (
     PlaceholderOperator,
 )
 from dpllm.redact.phone import FastPhoneRecognizer
+from dpllm.redact.recognizers_en import EnStreetAddressRecognizer
 from dpllm.redact.recognizers_zh import (
     AsciiEmailRecognizer,
     CnBankCardRecognizer,
@@ -33,9 +39,12 @@ from dpllm.redact.recognizers_zh import (
     CnLandlineRecognizer,
     CnMobileRecognizer,
     CnPassportRecognizer,
+    CnResidentIdContextRecognizer,
     CnResidentIdRecognizer,
+    GluedIpRecognizer,
     normalize_width,
 )
+from dpllm.redact.units import split_units
 from dpllm.redact.url import FastUrlRecognizer
 from dpllm.redact.vault import Vault
 
@@ -67,6 +76,15 @@ ENTITY_PRIORITY: tuple[str, ...] = (
 _LANGUAGES = ("auto", "en", "zh")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _LATIN = re.compile(r"[A-Za-z]")
+#: Texts longer than this are analysed in units of at most this many characters.
+CHUNK_CHARS = 20_000
+# Cross-script passes: a capitalised Latin word inside Chinese text, two Han characters
+# inside English text; everything of the other script is blanked (offsets kept).
+_LATIN_NAME = re.compile(r"(?<![A-Za-z])[A-Z][a-z]+(?![A-Za-z])")
+_HAN_RUN = re.compile(r"[\u3400-\u9fff]{2}")
+_NOT_LATIN = re.compile(r"[^\x00-\x7f\u00c0-\u024f\u1e00-\u1eff]")
+_NOT_HAN = re.compile(r"[^\u3400-\u9fff\uf900-\ufaff]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 # Never redacted: dates, ISO week labels, times (the pipeline renders them everywhere).
 _BUILTIN_ALLOW = re.compile(
     r"(?<![0-9A-Za-z])(?:"
@@ -167,7 +185,7 @@ class Redactor:
         self.operators = OperatorRegistry(_builtin_operators(hmac_key) | dict(operators or {}))
         regions = tuple(dict.fromkeys(["CN", *phone_regions]))
         try:
-            self._anonymizer, self._analyzer = _build_presidio(en_model, regions, ner_prefilter)
+            self._analyzer = _build_presidio(en_model, regions, ner_prefilter)
         except RedactionError:
             raise
         except Exception as exc:
@@ -196,19 +214,53 @@ class Redactor:
             raise RedactionError(f"text must be str, not {type(text).__name__}")
         if language not in _LANGUAGES:
             raise RedactionError(f"language must be one of {_LANGUAGES}, not {language!r}")
+        bad = _SURROGATE.search(text)
+        if bad is not None:
+            raise InvalidText(
+                f"the text holds a lone surrogate (U+{ord(bad.group()):04X}) at offset "
+                f"{bad.start()}: it is not valid Unicode text; send UTF-8 text"
+            )
         norm = normalize_width(text)
         lang = detect_language(norm) if language == "auto" else language
         if not norm.strip():
             return (), lang
+        if len(norm) <= CHUNK_CHARS:
+            spans = self._analyze_piece(norm, lang)
+        else:
+            # Bounded memory: spaCy and jieba see one unit at a time; units end at
+            # sentence ends or safe white space (never inside a span or a name).
+            spans, at = [], 0
+            for unit in split_units(norm, min_unit=CHUNK_CHARS // 2, max_unit=CHUNK_CHARS):
+                unit_lang = detect_language(unit) if language == "auto" else language
+                for sp in self._analyze_piece(unit, unit_lang):
+                    spans.append(Span(sp.entity, sp.start + at, sp.end + at, sp.score))
+                at += len(unit)
+        spans = _drop_allowed(norm, spans, allow)
+        return _resolve(spans), lang
+
+    def _analyze_piece(self, norm: str, lang: str) -> list[Span]:
+        """One Presidio pass in ``lang``, plus the other script's names (mixed text)."""
+        spans = self._presidio(norm, lang, None)
+        if lang == "zh" and _LATIN_NAME.search(norm):
+            # English NER on the Latin runs of Chinese text ("老师 John Smith 讲得很好").
+            blanked = _NOT_LATIN.sub(" ", norm)
+            spans += _within_runs(norm, self._presidio(blanked, "en", ["PERSON"]), _NOT_LATIN)
+        elif lang == "en" and _HAN_RUN.search(norm):
+            # Chinese name finding on the Han runs of English text ("Thanks to 张伟").
+            blanked = _NOT_HAN.sub(" ", norm)
+            spans += _within_runs(norm, self._presidio(blanked, "zh", ["PERSON"]), _NOT_HAN)
+        return spans
+
+    def _presidio(self, text: str, lang: str, entities: list[str] | None) -> list[Span]:
         try:
-            raw = self._analyzer.analyze(text=norm, language=lang, score_threshold=self._threshold)
+            raw = self._analyzer.analyze(
+                text=text, language=lang, entities=entities, score_threshold=self._threshold
+            )
         except RedactionError:
             raise
         except Exception as exc:
             raise RedactionError(f"Presidio failed to analyse the text: {exc}") from exc
-        spans = [Span(r.entity_type, r.start, r.end, round(float(r.score), 4)) for r in raw]
-        spans = _drop_allowed(norm, spans, allow)
-        return _resolve(spans), lang
+        return [Span(r.entity_type, r.start, r.end, round(float(r.score), 4)) for r in raw]
 
     def redact(
         self,
@@ -276,25 +328,49 @@ class Redactor:
     def _apply(
         self, text: str, spans: tuple[Span, ...], op: Operator, language: str, scope: str
     ) -> str:
+        """Rewrite the spans (non-overlapping, sorted) left to right: linear in the text."""
         if not spans:
             return text
-        from presidio_anonymizer.entities import OperatorConfig, RecognizerResult
-
-        def bind(entity: str) -> Callable[[str], str]:
-            return lambda value: op.apply(value, entity=entity, language=language, scope=scope)
-
-        configs = {
-            entity: OperatorConfig("custom", {"lambda": bind(entity)})
-            for entity in {s.entity for s in spans}
-        }
-        results = [RecognizerResult(s.entity, s.start, s.end, s.score) for s in spans]
+        pieces: list[str] = []
+        at = 0
         try:
-            out = self._anonymizer.anonymize(text=text, analyzer_results=results, operators=configs)
+            for s in spans:
+                pieces.append(text[at : s.start])
+                value = text[s.start : s.end]
+                pieces.append(op.apply(value, entity=s.entity, language=language, scope=scope))
+                at = s.end
         except RedactionError:
             raise
         except Exception as exc:
-            raise RedactionError(f"Presidio failed to apply the operator: {exc}") from exc
-        return str(out.text)
+            raise RedactionError(f"the operator failed: {exc}") from exc
+        pieces.append(text[at:])
+        return "".join(pieces)
+
+
+def _within_runs(text: str, spans: list[Span], other: re.Pattern[str]) -> list[Span]:
+    """Spans of a blanked pass cut back to their own script's characters.
+
+    A pass over text whose other-script characters were blanked may join two runs
+    across the blank ("Smith 讲 Brown"); each piece keeps only what lies between
+    other-script characters, trimmed of white space.
+    """
+    out = []
+    for sp in spans:
+        start = sp.start
+        for m in other.finditer(text, sp.start, sp.end):
+            out.extend(_trimmed(text, Span(sp.entity, start, m.start(), sp.score)))
+            start = m.end()
+        out.extend(_trimmed(text, Span(sp.entity, start, sp.end, sp.score)))
+    return out
+
+
+def _trimmed(text: str, sp: Span) -> list[Span]:
+    start, end = sp.start, sp.end
+    while start < end and not text[start].isalnum():
+        start += 1
+    while end > start and not text[end - 1].isalnum():
+        end -= 1
+    return [Span(sp.entity, start, end, sp.score)] if end > start else []
 
 
 def _drop_allowed(norm: str, spans: list[Span], allow: Collection[str]) -> list[Span]:
@@ -368,10 +444,8 @@ def _resolve(spans: list[Span]) -> tuple[Span, ...]:
     return tuple(chosen)
 
 
-def _build_presidio(
-    en_model: str, regions: tuple[str, ...], ner_prefilter: bool
-) -> tuple[Any, Any]:
-    """Build the anonymizer and an analyzer whose registry holds only offline recognizers."""
+def _build_presidio(en_model: str, regions: tuple[str, ...], ner_prefilter: bool) -> Any:
+    """Build an analyzer whose registry holds only offline recognizers."""
     import tldextract
     from presidio_analyzer import AnalyzerEngine, RecognizerRegistry
     from presidio_analyzer.predefined_recognizers import (
@@ -381,7 +455,6 @@ def _build_presidio(
         IpRecognizer,
         SpacyRecognizer,
     )
-    from presidio_anonymizer import AnonymizerEngine
 
     # An extractor that only ever reads the suffix snapshot bundled with tldextract: no URL
     # to fetch, no cache directory. Presidio's EmailRecognizer calls the module-level
@@ -416,16 +489,19 @@ def _build_presidio(
             CnMobileRecognizer,
             CnLandlineRecognizer,
             CnResidentIdRecognizer,
+            CnResidentIdContextRecognizer,
+            GluedIpRecognizer,
             CnBankCardRecognizer,
             CnCreditCardRecognizer,
             CnPassportRecognizer,
         ):
             registry.add_recognizer(cls(language=lang))
         registry.add_recognizer(AsciiEmailRecognizer(has_suffix=has_suffix, language=lang))
+        registry.add_recognizer(EnStreetAddressRecognizer(language=lang))
     analyzer = AnalyzerEngine(
         registry=registry,
         nlp_engine=nlp,
         supported_languages=["en", "zh"],
         context_aware_enhancer=FastContextEnhancer(),
     )
-    return AnonymizerEngine(), analyzer  # type: ignore[no-untyped-call]
+    return analyzer
