@@ -240,7 +240,7 @@ class Redactor:
 
     def _analyze_piece(self, norm: str, lang: str) -> list[Span]:
         """One Presidio pass in ``lang``, plus the other script's names (mixed text)."""
-        spans = self._presidio(norm, lang, None)
+        spans = [sp for sp in self._presidio(norm, lang, None) if _phone_in_context(norm, sp)]
         if lang == "zh" and _LATIN_NAME.search(norm):
             # English NER on the Latin runs of Chinese text ("老师 John Smith 讲得很好").
             blanked = _NOT_LATIN.sub(" ", norm)
@@ -345,6 +345,34 @@ class Redactor:
             raise RedactionError(f"the operator failed: {exc}") from exc
         pieces.append(text[at:])
         return "".join(pieces)
+
+
+_BARE = re.compile(r"[0-9]{7,12}")
+_CN_MOBILE = re.compile(r"1[3-9][0-9]{9}")
+_PHONE_CONTEXT = re.compile(
+    r"phone|tel\b|call|mobile|cell|fax|contact|number|whatsapp|text me|ring|dial|reach"
+    r"|电话|手机|联系|致电|号码|热线|来电|拨打|微信|座机",
+    re.IGNORECASE,
+)
+_CONTEXT_CHARS = 24
+
+
+def _phone_in_context(text: str, sp: Span) -> bool:
+    """Whether a span may stand; a bare digit run is a phone number only near a phone word.
+
+    A run of 7–12 ASCII digits with no ``+``, spaces, dashes or brackets has a phone
+    number's shape by length alone; in feedback and summaries it is far more often a
+    statistic (``served 1234567890 requests``), so it stays a PHONE_NUMBER only with a
+    word like *phone*, *call*, 电话 or 手机 within :data:`_CONTEXT_CHARS` characters
+    before it (or 8 after). A mainland mobile number (``1[3-9]`` + 9 digits) keeps its
+    verdict: that shape is specific enough. Other entities always stand.
+    """
+    if sp.entity != "PHONE_NUMBER" or not _BARE.fullmatch(text, sp.start, sp.end):
+        return True
+    if _CN_MOBILE.fullmatch(text, sp.start, sp.end):
+        return True
+    window = text[max(0, sp.start - _CONTEXT_CHARS) : sp.start] + " " + text[sp.end : sp.end + 8]
+    return _PHONE_CONTEXT.search(window) is not None
 
 
 def _within_runs(text: str, spans: list[Span], other: re.Pattern[str]) -> list[Span]:
