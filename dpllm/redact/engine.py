@@ -82,7 +82,10 @@ CHUNK_CHARS = 20_000
 # inside English text; everything of the other script is blanked (offsets kept).
 _LATIN_NAME = re.compile(r"(?<![A-Za-z])[A-Z][a-z]+(?![A-Za-z])")
 _HAN_RUN = re.compile(r"[\u3400-\u9fff]{2}")
-_NOT_LATIN = re.compile(r"[^\x00-\x7f\u00c0-\u024f\u1e00-\u1eff]")
+_LATIN_RUN = re.compile(
+    r"[A-Za-z\u00c0-\u024f](?:[A-Za-z\u00c0-\u024f.'\- ]*[A-Za-z\u00c0-\u024f])?"
+)
+_FRAME = ("I met ", " today. ")
 _NOT_HAN = re.compile(r"[^\u3400-\u9fff\uf900-\ufaff]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 # Never redacted: dates, ISO week labels, times (the pipeline renders them everywhere).
@@ -243,13 +246,44 @@ class Redactor:
         spans = [sp for sp in self._presidio(norm, lang, None) if _phone_in_context(norm, sp)]
         if lang == "zh" and _LATIN_NAME.search(norm):
             # English NER on the Latin runs of Chinese text ("老师 John Smith 讲得很好").
-            blanked = _NOT_LATIN.sub(" ", norm)
-            spans += _within_runs(norm, self._presidio(blanked, "en", ["PERSON"]), _NOT_LATIN)
+            spans += self._latin_runs(norm)
         elif lang == "en" and _HAN_RUN.search(norm):
             # Chinese name finding on the Han runs of English text ("Thanks to 张伟").
             blanked = _NOT_HAN.sub(" ", norm)
             spans += _within_runs(norm, self._presidio(blanked, "zh", ["PERSON"]), _NOT_HAN)
         return spans
+
+    def _latin_runs(self, norm: str) -> list[Span]:
+        """PERSON spans in the Latin runs of Chinese text, each run read in an English frame.
+
+        Alone, or with its Chinese neighbours blanked, a run like ``Noah Palmer`` gives
+        spaCy's NER no context and is often missed; framed as ``I met Noah Palmer
+        today.`` it is read as in English text. All runs go in one call; spans are
+        mapped back to the run's offsets and anything found in the frame is dropped.
+        """
+        framed: list[str] = []
+        where: list[tuple[int, int, int]] = []  # (framed start, original start, length)
+        at = 0
+        for m in _LATIN_RUN.finditer(norm):
+            if not _LATIN_NAME.search(m.group()):
+                continue
+            piece = f"{_FRAME[0]}{m.group()}{_FRAME[1]}"
+            where.append((at + len(_FRAME[0]), m.start(), len(m.group())))
+            framed.append(piece)
+            at += len(piece)
+        if not framed:
+            return []
+        out = []
+        for sp in self._presidio("".join(framed), "en", ["PERSON"]):
+            i = bisect.bisect_right([w[0] for w in where], sp.start) - 1
+            if i < 0:
+                continue
+            f_start, o_start, length = where[i]
+            start, end = sp.start - f_start, min(sp.end - f_start, length)
+            if start < 0 or start >= end:
+                continue
+            out.extend(_trimmed(norm, Span(sp.entity, o_start + start, o_start + end, sp.score)))
+        return out
 
     def _presidio(self, text: str, lang: str, entities: list[str] | None) -> list[Span]:
         try:
