@@ -176,3 +176,42 @@ def test_prompt_tool_calls_and_tool_results_are_pseudonymised(
     assert sent[1]["tool_calls"][0]["function"]["name"] == "lookup"
     assert "mail" in json.loads(sent[1]["tool_calls"][0]["function"]["arguments"])
     assert sent[2]["tool_call_id"] == "call_9"
+
+
+def test_lone_surrogate_in_a_prompt_is_400(proxy: Proxy) -> None:
+    """JSON may escape a lone surrogate (the SDK refuses to send one, other clients do not)."""
+    import httpx
+
+    before = len(proxy.upstream.completion_requests)
+    body = b'{"model": "fake-model", "messages": [{"role": "user", "content": "hi \\ud800"}]}'
+    response = httpx.post(
+        proxy.base_url + "/chat/completions",
+        content=body,
+        headers={**proxy.headers("alice"), "Content-Type": "application/json"},
+    )
+    assert response.status_code == 400, response.text
+    assert "surrogate" in response.text
+    assert len(proxy.upstream.completion_requests) == before  # nothing was sent
+
+
+def test_lone_surrogate_in_a_prompt_is_a_clear_wrapper_error(
+    proxy: Proxy, redactor: Redactor
+) -> None:
+    from dpllm.errors import InvalidText
+
+    raw = openai.OpenAI(base_url=proxy.upstream.base_url, api_key="x", max_retries=0)
+    with wrap(raw, redactor=redactor) as client, pytest.raises(InvalidText):
+        client.chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": "hi \udc00"}]
+        )
+
+
+def test_lone_surrogate_in_an_answer_is_replaced(route: Callable[[], Any], proxy: Proxy) -> None:
+    body = (
+        b'{"id": "x", "object": "chat.completion", "created": 0, "model": "fake-model", '
+        b'"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", '
+        b'"content": "odd \\ud800 text, call 13812345678"}}]}'
+    )
+    proxy.upstream.enqueue(raw_body=body)
+    reply = route().chat.completions.create(model="fake-model", messages=PROMPT)
+    assert reply.choices[0].message.content == "odd \ufffd text, call <PHONE_NUMBER>"
