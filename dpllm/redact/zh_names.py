@@ -58,7 +58,9 @@ _NOUN_ENDINGS = frozenset("子儿头道家们氏式")
 # Transliteration characters: 高斯, 黎曼, 柯西, 牛顿, 潘多拉 … are foreign eponyms.
 _TRANSLIT = frozenset("斯曼尔夫顿西拉特勒邦巴多克姆普洛泊傅贝叶欧拉朗莱卡罗诺")
 _FUNCTION = frozenset("的了说在是和与到去来也都就还很给让把被对向跟们则又再要会能想提")
-_COMMON_NR = 200  # an ``nr`` dictionary word this frequent is mostly a word (叶子, 汪洋)
+_COMMON_NR = 1000  # an ``nr`` dictionary word this frequent is mostly a word (叶子, 孔明)
+_COMMON_PROPER = 50  # a place, organisation or other proper noun (``ns``, ``nt``, ``nz``)
+_COMMON = 20  # any other dictionary word
 
 
 def _is_han(ch: str) -> bool:
@@ -66,7 +68,7 @@ def _is_han(ch: str) -> bool:
 
 
 def _common_word(
-    word: str, tags: Mapping[str, str], freq: Mapping[str, int], *, at_least: int = 3
+    word: str, tags: Mapping[str, str], freq: Mapping[str, int], *, at_least: int = _COMMON
 ) -> bool:
     """A dictionary word seen at least ``at_least`` times (``nr`` words: :data:`_COMMON_NR`)."""
     tag = tags.get(word)
@@ -75,6 +77,8 @@ def _common_word(
         return False
     if tag.startswith("nr"):
         return count >= max(_COMMON_NR, at_least)
+    if tag in ("ns", "nt", "nz"):
+        return count >= max(_COMMON_PROPER, at_least)
     return count >= at_least
 
 

@@ -97,7 +97,7 @@ FLOORS = {
     "en_name": 0.92,
     "en_address": 0.95,
     "ip_zh": 1.0,
-    "decoy": 0.95,
+    "decoy": 0.94,
 }
 
 
