@@ -38,8 +38,8 @@ an empty list) overrides it.
 **Streaming** (``stream=True``) returns a stream of ``ChatCompletionChunk``
 whose text passes through :class:`~dpllm.chat.streaming.HoldBack`: it is released a
 redaction unit at a time (whole sentences, never cut inside a name; the
-concatenated stream equals the non-streamed redaction) after redaction and the guard (violating figures rewritten,
-since streamed text cannot be regenerated). An upstream error mid-stream
+concatenated stream equals the non-streamed redaction) after redaction and the
+guard (violating figures rewritten, since streamed text cannot be regenerated). An upstream error mid-stream
 discards the held text and raises; a stream that ends without a finish reason
 raises :class:`~dpllm.errors.ModelBadResponse` (fail closed).
 
