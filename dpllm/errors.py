@@ -27,6 +27,7 @@ keeps working for code that does not know dpllm::
     │   ├── TemplateSecurityError (TemplateError)     the sandbox refused an operation
     │   └── TemplateUndefinedError (TemplateError, NameError)  a variable is missing
     ├── RedactionError (RuntimeError)            Presidio set-up or analysis
+    │   └── InvalidText (RedactionError, ValueError)  not valid Unicode (lone surrogate) → 400
     ├── GuardError (ValueError)                  guard input (e.g. releases file)
     ├── InputError (ValueError)                  an unusable file or value given by a user
     └── ModelError (RuntimeError)                the language-model call
@@ -54,6 +55,7 @@ __all__ = [
     "InputError",
     "InvalidPrivacyParameter",
     "InvalidReport",
+    "InvalidText",
     "LedgerError",
     "LedgerUnavailable",
     "MissingExtra",
@@ -229,6 +231,10 @@ class TemplateUndefinedError(TemplateError, NameError):
 
 class RedactionError(DPLLMError, RuntimeError):
     """The redactor could not be built or could not analyse a text."""
+
+
+class InvalidText(RedactionError, ValueError):
+    """A text to redact is not valid Unicode (a lone surrogate); send UTF-8 text."""
 
 
 class GuardError(DPLLMError, ValueError):

@@ -1,10 +1,10 @@
-"""Guarded streams: ``ChatCompletionChunk``\\ s whose text passed the hold-back buffer.
+"""Guarded streams: ``ChatCompletionChunk``\\ s whose every model-written field was made safe.
 
 :class:`GuardedStream` (sync) and :class:`AsyncGuardedStream` wrap the SDK's
-``Stream`` / ``AsyncStream``. Each choice's content deltas go into its own
-:class:`~dpllm.chat.streaming.HoldBack`; a chunk carries only text that was released
-and processed (redact → guard → restore). Chunks without text (the role chunk,
-tool calls, the finish chunk, the usage chunk) pass with their other fields.
+``Stream`` / ``AsyncStream``. Each chunk is dumped to the wire format and goes
+through the call's :class:`~dpllm.chat.fields.StreamGate` (one hold-back per text
+field per choice, tool arguments held whole until the choice finishes,
+``logprobs`` dropped), the same gate the proxy's SSE uses.
 
 Fail closed: an exception from the upstream discards every held character and
 propagates; a stream that ends while a choice has not finished raises
@@ -14,11 +14,10 @@ propagates; a stream that ends while a choice has not finished raises
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
-from dpllm.chat.streaming import HoldBack
-from dpllm.errors import ModelBadResponse
+from dpllm.chat.fields import Pending
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionChunk
@@ -29,66 +28,26 @@ __all__ = ["AsyncGuardedStream", "GuardedStream"]
 
 
 class _Gate:
-    """Per-stream state: one hold-back buffer per choice index."""
+    """Per-stream state: the shared :class:`~dpllm.chat.fields.StreamGate` over SDK chunks."""
 
     def __init__(self, state: CallState) -> None:
         self.state = state
-        self.buffers: dict[int, HoldBack] = {}
-        self.finished: set[int] = set()
+        self.gate = state.stream_gate()
 
-    def _buffer(self, index: int) -> HoldBack:
-        hb = self.buffers.get(index)
-        if hb is None:
-            p = self.state.p
-            hb = HoldBack(self.state.finish, min_release=p.min_release, max_hold=p.max_hold)
-            self.buffers[index] = hb
-        return hb
+    def take(self, chunk: ChatCompletionChunk) -> Pending:
+        return self.gate.take(chunk.model_dump(mode="json", exclude_unset=True))
 
-    def segments(self, chunk: ChatCompletionChunk) -> list[str]:
-        """The raw segment each choice of ``chunk`` releases now (to be processed)."""
-        out = []
-        for choice in chunk.choices:
-            hb = self._buffer(choice.index)
-            raw = hb.push(choice.delta.content or "") if choice.index not in self.finished else ""
-            if choice.finish_reason is not None and choice.index not in self.finished:
-                raw += hb.rest()
-                self.finished.add(choice.index)
-            out.append(raw)
-        return out
+    def emit(self, pending: Pending) -> ChatCompletionChunk | None:
+        from openai.types.chat import ChatCompletionChunk
 
-    def assemble(self, chunk: ChatCompletionChunk, texts: list[str]) -> ChatCompletionChunk | None:
-        """``chunk`` carrying the processed texts; ``None`` when it has nothing to say."""
-        if not chunk.choices:
-            return chunk  # the usage chunk
-        choices = []
-        for choice, text in zip(chunk.choices, texts, strict=True):
-            delta = choice.delta
-            other = bool(
-                delta.role or delta.tool_calls or delta.function_call or choice.finish_reason
-            )
-            if delta.content is None and not text:
-                choices.append(choice)
-                continue
-            if not text and not other:
-                continue  # held back
-            new_delta = delta.model_copy(update={"content": text})
-            choices.append(choice.model_copy(update={"delta": new_delta}))
-        if not choices:
-            return None
-        return chunk.model_copy(update={"choices": choices})
+        out = self.gate.emit(pending)
+        return None if out is None else ChatCompletionChunk.model_validate(out)
 
     def abort(self) -> None:
-        for hb in self.buffers.values():
-            hb.discard()
+        self.gate.abort()
 
     def check_finished(self) -> None:
-        unfinished = set(self.buffers) - self.finished
-        if unfinished:
-            self.abort()
-            raise ModelBadResponse(
-                "the model's stream ended before it finished; the held-back text was withheld. "
-                "Retry the request"
-            )
+        self.gate.check_finished()
 
 
 class GuardedStream:
@@ -108,8 +67,7 @@ class GuardedStream:
         gate = self._gate
         try:
             for chunk in self._upstream:
-                texts = [gate.state.finish(s) if s else "" for s in gate.segments(chunk)]
-                out = gate.assemble(chunk, texts)
+                out = gate.emit(gate.take(chunk))
                 if out is not None:
                     yield out
         except BaseException:
@@ -148,20 +106,16 @@ class AsyncGuardedStream:
         """The upstream HTTP response (``httpx.Response``)."""
         return self._upstream.response
 
-    async def _process(self, segments: list[str]) -> list[str]:
-        finish: Callable[[str], str] = self._gate.state.finish
-        if not any(segments):
-            return segments
-        if not self._gate.state.p.offload:
-            return [finish(s) if s else "" for s in segments]
-        return await asyncio.to_thread(lambda: [finish(s) if s else "" for s in segments])
+    async def _process(self, pending: Pending) -> ChatCompletionChunk | None:
+        if not pending.work or not self._gate.state.p.offload:
+            return self._gate.emit(pending)
+        return await asyncio.to_thread(self._gate.emit, pending)
 
     async def _chunks(self) -> AsyncGenerator[ChatCompletionChunk, None]:
         gate = self._gate
         try:
             async for chunk in self._upstream:
-                texts = await self._process(gate.segments(chunk))
-                out = gate.assemble(chunk, texts)
+                out = await self._process(gate.take(chunk))
                 if out is not None:
                     yield out
         except BaseException:

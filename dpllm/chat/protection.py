@@ -12,10 +12,12 @@ Privacy: post-processing only; no privacy budget is spent.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from dpllm.chat.fields import StreamGate, protect_message, safe_completion
 from dpllm.chat.generate import GenerationResult, RedactionLike, generation_flow
 from dpllm.chat.models import Completion, Usage
 from dpllm.chat.streaming import (
@@ -23,6 +25,7 @@ from dpllm.chat.streaming import (
     DEFAULT_MIN_RELEASE,
     blind_tokens,
     rewrite_violations,
+    split_units,
 )
 from dpllm.errors import ConfigError, InvalidPrivacyParameter, ModelBadResponse
 from dpllm.guard import Guard, GuardReport, text_language
@@ -44,6 +47,7 @@ __all__ = [
 ]
 
 POLICIES = ("pseudonymise", "redact")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 class TextRedactor(Protocol):
@@ -231,20 +235,10 @@ class CallState:
         return self.p.redactor.redact(text, language=self.p.language, allow=self.p.allow).text
 
     def protect_message(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        """One input message with its text, tool arguments and tool results protected."""
         if not isinstance(message, Mapping):
             raise InvalidPrivacyParameter("each message must be an object with role and content")
-        out = dict(message)
-        content = out.get("content")
-        if isinstance(content, str):
-            out["content"] = self._protect_text(content)
-        elif isinstance(content, list):
-            parts = []
-            for part in content:
-                if isinstance(part, Mapping) and isinstance(part.get("text"), str):
-                    part = {**part, "text": self._protect_text(part["text"])}
-                parts.append(part)
-            out["content"] = parts
-        return out
+        return protect_message(message, self._protect_text)
 
     # -- outputs -------------------------------------------------------------
     @property
@@ -255,17 +249,45 @@ class CallState:
     def restore(self, text: str) -> str:
         return self.vault.restore(text) if self.vault is not None else text
 
+    def units(self, raw: str) -> list[str]:
+        """``raw`` in the units it is redacted in, streamed or not (see :func:`split_units`)."""
+        return split_units(raw, min_unit=self.p.min_release, max_unit=self.p.max_hold)
+
+    def redact_units(self, raw: str) -> str:
+        """Redact ``raw`` unit by unit: the same result whatever whole units it is cut into."""
+        allow = self.allow
+        redact = self.p.redactor.redact
+        # A model's answer is not the caller's input: a lone surrogate in it is the
+        # upstream's fault, so it is replaced (U+FFFD), never an error for the caller.
+        raw = _SURROGATE.sub("\ufffd", raw)
+        return "".join(
+            redact(u, language=self.p.language, allow=allow).text for u in self.units(raw)
+        )
+
     def finish(self, raw: str) -> str:
         """Raw model text → what the caller may read: redact → guard (rewrite) → restore."""
-        clean = self.p.redactor.redact(raw, language=self.p.language, allow=self.allow).text
+        clean = self.redact_units(raw)
         if self.guard is not None:
             report = self.guard.check(clean, language=self.p.language)
             if not report.ok:
                 clean = rewrite_violations(clean, report.violations, language=report.language)
         return self.restore(clean)
 
+    def finish_value(self, raw: str) -> str:
+        """A model-written data value (a tool argument's string) → redact → restore, no guard."""
+        return self.restore(self.redact_units(raw))
+
+    def stream_gate(self) -> StreamGate:
+        """A :class:`~dpllm.chat.fields.StreamGate` for one stream of this call."""
+        return StreamGate(
+            text=self.finish,
+            value=self.finish_value,
+            min_release=self.p.min_release,
+            max_hold=self.p.max_hold,
+        )
+
     def _flow_redactor(self) -> _FlowRedactor:
-        return _FlowRedactor(self.p.redactor)
+        return _FlowRedactor(self)
 
     def from_result(self, result: GenerationResult) -> str:
         if result.source == "model":
@@ -355,29 +377,11 @@ class _SdkShape:
         responses: list[ChatCompletion],
         first: str | None,
     ) -> ChatCompletion:
-        choices = []
-        for i, choice in enumerate(response.choices):
-            content = choice.message.content
-            if i == 0 and first is not None:
-                content = first
-            elif content is not None:
-                content = state.finish(content)
-            message = choice.message.model_copy(update={"content": content})
-            choices.append(choice.model_copy(update={"message": message}))
-        update: dict[str, Any] = {"choices": choices}
-        if len(responses) > 1 and all(r.usage is not None for r in responses):
-            usage = response.usage
-            assert usage is not None
-            update["usage"] = usage.model_copy(
-                update={
-                    "prompt_tokens": sum(r.usage.prompt_tokens for r in responses if r.usage),
-                    "completion_tokens": sum(
-                        r.usage.completion_tokens for r in responses if r.usage
-                    ),
-                    "total_tokens": sum(r.usage.total_tokens for r in responses if r.usage),
-                }
-            )
-        return response.model_copy(update=update)
+        from openai.types.chat import ChatCompletion
+
+        wire = [r.model_dump(mode="json", exclude_unset=True) for r in responses]
+        safe = _WIRE.finish(state, wire[-1], wire, first)
+        return ChatCompletion.model_validate(safe)
 
 
 _USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
@@ -419,16 +423,8 @@ class _WireShape:
         responses: list[dict[str, Any]],
         first: str | None,
     ) -> dict[str, Any]:
-        choices = []
-        for i, choice in enumerate(self._choices(response)):
-            message = choice["message"]
-            content = message.get("content")
-            if i == 0 and first is not None:
-                content = first
-            elif content is not None:
-                content = state.finish(content)
-            choices.append({**choice, "message": {**message, "content": content}})
-        out = {**response, "choices": choices}
+        self._choices(response)  # validates the shape
+        out = safe_completion(response, text=state.finish, value=state.finish_value, first=first)
         usages = [r.get("usage") for r in responses]
         if len(responses) > 1 and all(
             isinstance(u, Mapping) and all(isinstance(u.get(f), int) for f in _USAGE_FIELDS)
@@ -445,11 +441,19 @@ _WIRE: _Shape[Any] = _WireShape()
 
 @dataclass(frozen=True, slots=True)
 class _FlowRedactor:
-    """The generation flow's redactor protocol over a :class:`TextRedactor`."""
+    """The generation flow's redactor protocol, redacting unit by unit as streams do."""
 
-    inner: TextRedactor
+    state: CallState
 
     def redact(
         self, text: str, *, language: str = "auto", allow: Collection[str] = ()
     ) -> RedactionLike:
-        return self.inner.redact(text, language=language, allow=allow)
+        redactor = self.state.p.redactor
+        pieces = []
+        counts: dict[str, int] = {}
+        for unit in self.state.units(text):
+            result = redactor.redact(unit, language=language, allow=allow)
+            pieces.append(result.text)
+            for entity, k in result.counts.items():
+                counts[entity] = counts.get(entity, 0) + k
+        return _Plain("".join(pieces), counts)

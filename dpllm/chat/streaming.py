@@ -4,17 +4,15 @@ A streamed answer arrives in small deltas. Emitting each delta at once would let
 a phone number, a name or an over-precise figure out before anything could look
 at it, because a personal-data span or a number is usually cut across deltas
 (``"138"``, ``"1234 5"``, ``"678"``). :class:`HoldBack` keeps the deltas and
-releases text only up to a **safe cut**:
-
-* a sentence boundary (``. ! ? …`` followed by white space, ``。！？；``, or a
-  line break), once at least ``min_release`` characters can go, so each released
-  segment is a whole sentence: the redactor sees a span whole and the guard sees
-  the wording that tells it which statistic a figure speaks of;
-* failing that, when more than ``max_hold`` characters are held, the last white
-  space whose neighbours are not part of a candidate span (a digit, ``@``, ``+``,
-  ``-``, ``/``, ``.``, ``:`` or a pseudonym token) — so a spaced phone number
-  ``138 1234 5678`` or an e-mail address is never split;
-* the end of the stream (``flush``), only after the upstream said it finished.
+releases **whole redaction units** only (see :func:`unit_end`): a unit ends at
+the first sentence end past ``min_release`` characters, or — in a run longer
+than ``max_hold`` without one — at a white space or soft punctuation that is
+never beside a digit or inside a pseudonym token and never between two words
+that may belong to one name (``Emily | Clark``, ``van | Beethoven``); a run with
+no break at all is cut at ``8 × max_hold``. Where a unit ends depends only on
+the text, never on how it arrived, and the non-streamed answer is redacted in
+the same units (:meth:`dpllm.chat.protection.CallState.finish`), so a stream,
+concatenated, equals the non-streamed redaction for any delta sizes.
 
 Each released segment goes through a ``process`` function (redact → guard →
 restore, see :mod:`dpllm.chat.wrapper`) before the caller sees it. An upstream error
@@ -30,6 +28,13 @@ import re
 from collections.abc import Callable, Sequence
 
 from dpllm.guard import Violation
+from dpllm.redact.units import (
+    DEFAULT_MAX_UNIT,
+    DEFAULT_MIN_UNIT,
+    TOKEN_PATTERN,
+    split_units,
+    unit_end,
+)
 
 __all__ = [
     "DEFAULT_MAX_HOLD",
@@ -39,19 +44,16 @@ __all__ = [
     "blind_tokens",
     "rewrite_violations",
     "safe_cut",
+    "split_units",
+    "unit_end",
 ]
 
-DEFAULT_MIN_RELEASE = 48
-"""Characters a releasable prefix must reach before it is processed and emitted."""
+DEFAULT_MIN_RELEASE = DEFAULT_MIN_UNIT
+"""The least length of a redaction unit: a unit ends at a sentence end only past it."""
 
-DEFAULT_MAX_HOLD = 480
-"""Held characters after which a white-space cut is taken when no sentence ends."""
+DEFAULT_MAX_HOLD = DEFAULT_MAX_UNIT
+"""Unit length after which a white-space cut is taken when no sentence ends."""
 
-TOKEN_PATTERN = re.compile(r"(?:<[A-Z][A-Z_]*|\[[^\[\]\s]{1,16})_[0-9a-f]{10,64}[>\]]")
-"""A pseudonym token of :class:`dpllm.redact.Vault` (``<PERSON_3f2a9c1b0d>``, ``[姓名_…]``)."""
-
-_SENTENCE_END = re.compile(r"[.!?…](?:[\"'”’)\]]*)\s+|[。！？；]+[”’」』）)]*|\n+")
-_SPAN_CHARS = frozenset("@+-/.:%#_<>[]")
 _WITHHELD = {"en": "[figure withheld]", "zh": "[数字已略去]"}
 
 
@@ -93,50 +95,31 @@ def rewrite_violations(text: str, violations: Sequence[Violation], *, language: 
     return out
 
 
-def _inside_token(text: str, pos: int) -> bool:
-    for m in TOKEN_PATTERN.finditer(text, max(0, pos - 90), min(len(text), pos + 90)):
-        if m.start() < pos < m.end():
-            return True
-    return False
-
-
-def _span_char(ch: str) -> bool:
-    return ch.isdigit() or ch in _SPAN_CHARS
-
-
 def safe_cut(
     text: str, *, min_release: int = DEFAULT_MIN_RELEASE, max_hold: int = DEFAULT_MAX_HOLD
 ) -> int:
     """How many leading characters of ``text`` may be released now (0: hold everything).
 
+    ``text`` begins at a unit boundary; the result is the end of the last unit
+    whose end is already known (see :func:`unit_end`), so released text is made
+    of whole units.
+
     Args:
         text: the held text.
-        min_release: a sentence-boundary cut is taken only when it releases at
-            least this many characters.
-        max_hold: beyond this many held characters, cut at a safe white space.
+        min_release: the least length of a unit (a unit ends at a sentence end
+            only once it is this long).
+        max_hold: the greatest length of a unit before a white-space cut.
 
     Returns:
-        An index ``i``: ``text[:i]`` ends at a safe cut (never inside a
-        candidate span or a pseudonym token).
+        An index ``i``: ``text[:i]`` is whole units.
     """
-    best = 0
-    for m in _SENTENCE_END.finditer(text):
-        if not _inside_token(text, m.end()):
-            best = m.end()
-    if best >= min_release:
-        return best
-    if len(text) <= max_hold:
-        return 0
-    for i in range(len(text) - 1, 0, -1):
-        if not text[i].isspace():
-            continue
-        before, after = text[i - 1], text[i + 1] if i + 1 < len(text) else ""
-        if _span_char(before) or (after and _span_char(after)):
-            continue
-        if _inside_token(text, i):
-            continue
-        return i + 1
-    return 0  # one unbroken run (a very long token): keep holding until the stream ends
+    at = 0
+    while at < len(text):
+        end = unit_end(text, at, min_unit=min_release, max_unit=max_hold)
+        if end is None:
+            break
+        at = end
+    return at
 
 
 class HoldBack:

@@ -7,11 +7,14 @@ One line protects code that already uses the official ``openai`` SDK::
 
 For every call the wrapper
 
-1. **pseudonymises** the text of each input message through a fresh, per-call
+1. **pseudonymises** the text of each input message (content, content parts,
+   assistant tool-call arguments, tool results) through a fresh, per-call
    :class:`~dpllm.redact.Vault` (``policy="pseudonymise"``, the default), or
    replaces personal data with typed placeholders (``policy="redact"``), before
    anything leaves the process;
-2. **redacts** the model's answer (personal data the model wrote itself);
+2. **redacts** every string the model wrote (content, tool-call arguments JSON-aware,
+   ``function_call``, ``refusal``, reasoning fields, unknown fields; ``logprobs``
+   dropped — see :mod:`dpllm.chat.fields`);
 3. when releases are attached, runs the **precision guard** and regenerates as in
    :func:`dpllm.chat.generate.generation_flow` (the same loop: the answer is redacted,
    checked, and the model is asked again naming each violation); after
@@ -34,8 +37,9 @@ an empty list) overrides it.
 
 **Streaming** (``stream=True``) returns a stream of ``ChatCompletionChunk``
 whose text passes through :class:`~dpllm.chat.streaming.HoldBack`: it is released a
-sentence at a time after redaction and the guard (violating figures rewritten,
-since streamed text cannot be regenerated). An upstream error mid-stream
+redaction unit at a time (whole sentences, never cut inside a name; the
+concatenated stream equals the non-streamed redaction) after redaction and the
+guard (violating figures rewritten, since streamed text cannot be regenerated). An upstream error mid-stream
 discards the held text and raises; a stream that ends without a finish reason
 raises :class:`~dpllm.errors.ModelBadResponse` (fail closed).
 

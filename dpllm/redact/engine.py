@@ -1,8 +1,13 @@
 """The :class:`Redactor`: Presidio analysis in English and Chinese, offline, then an operator.
 
-Flow: normalise full-width ASCII (offsets kept) → detect the language → Presidio analyzer
-with this module's registry → drop allow-listed spans (caller's strings, dates, ISO weeks) →
-resolve overlaps → an operator rewrites the spans through Presidio's anonymizer.
+Flow: reject text that is not valid Unicode (a lone surrogate) → normalise full-width
+ASCII (offsets kept) → detect the language → cut a very long text into units of at most
+:data:`CHUNK_CHARS` characters (bounded memory; cuts never inside a span or a name) →
+per unit, Presidio's analyzer with this module's registry, plus a pass of the other
+script's name finder over the runs of that script (English NER on the Latin runs of
+Chinese text, Chinese name finding on the Han runs of English text) → drop allow-listed
+spans (caller's strings, dates, ISO weeks) → resolve overlaps → an operator rewrites the
+spans, left to right.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from dpllm.errors import RedactionError
+from dpllm.errors import InvalidText, RedactionError
 from dpllm.redact.nlp import EN_MODEL_PACKAGE, DualNlpEngine, FastContextEnhancer
 from dpllm.redact.operators import (
     HmacOperator,
@@ -26,6 +31,7 @@ from dpllm.redact.operators import (
     PlaceholderOperator,
 )
 from dpllm.redact.phone import FastPhoneRecognizer
+from dpllm.redact.recognizers_en import EnStreetAddressRecognizer
 from dpllm.redact.recognizers_zh import (
     AsciiEmailRecognizer,
     CnBankCardRecognizer,
@@ -33,9 +39,12 @@ from dpllm.redact.recognizers_zh import (
     CnLandlineRecognizer,
     CnMobileRecognizer,
     CnPassportRecognizer,
+    CnResidentIdContextRecognizer,
     CnResidentIdRecognizer,
+    GluedIpRecognizer,
     normalize_width,
 )
+from dpllm.redact.units import split_units
 from dpllm.redact.url import FastUrlRecognizer
 from dpllm.redact.vault import Vault
 
@@ -67,6 +76,18 @@ ENTITY_PRIORITY: tuple[str, ...] = (
 _LANGUAGES = ("auto", "en", "zh")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _LATIN = re.compile(r"[A-Za-z]")
+#: Texts longer than this are analysed in units of at most this many characters.
+CHUNK_CHARS = 20_000
+# Cross-script passes: a capitalised Latin word inside Chinese text, two Han characters
+# inside English text; everything of the other script is blanked (offsets kept).
+_LATIN_NAME = re.compile(r"(?<![A-Za-z])[A-Z][a-z]+(?![A-Za-z])")
+_HAN_RUN = re.compile(r"[\u3400-\u9fff]{2}")
+_LATIN_RUN = re.compile(
+    r"[A-Za-z\u00c0-\u024f](?:[A-Za-z\u00c0-\u024f.'\- ]*[A-Za-z\u00c0-\u024f])?"
+)
+_FRAME = ("I met ", " today. ")
+_NOT_HAN = re.compile(r"[^\u3400-\u9fff\uf900-\ufaff]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 # Never redacted: dates, ISO week labels, times (the pipeline renders them everywhere).
 _BUILTIN_ALLOW = re.compile(
     r"(?<![0-9A-Za-z])(?:"
@@ -167,7 +188,7 @@ class Redactor:
         self.operators = OperatorRegistry(_builtin_operators(hmac_key) | dict(operators or {}))
         regions = tuple(dict.fromkeys(["CN", *phone_regions]))
         try:
-            self._anonymizer, self._analyzer = _build_presidio(en_model, regions, ner_prefilter)
+            self._analyzer = _build_presidio(en_model, regions, ner_prefilter)
         except RedactionError:
             raise
         except Exception as exc:
@@ -196,19 +217,84 @@ class Redactor:
             raise RedactionError(f"text must be str, not {type(text).__name__}")
         if language not in _LANGUAGES:
             raise RedactionError(f"language must be one of {_LANGUAGES}, not {language!r}")
+        bad = _SURROGATE.search(text)
+        if bad is not None:
+            raise InvalidText(
+                f"the text holds a lone surrogate (U+{ord(bad.group()):04X}) at offset "
+                f"{bad.start()}: it is not valid Unicode text; send UTF-8 text"
+            )
         norm = normalize_width(text)
         lang = detect_language(norm) if language == "auto" else language
         if not norm.strip():
             return (), lang
+        if len(norm) <= CHUNK_CHARS:
+            spans = self._analyze_piece(norm, lang)
+        else:
+            # Bounded memory: spaCy and jieba see one unit at a time; units end at
+            # sentence ends or safe white space (never inside a span or a name).
+            spans, at = [], 0
+            for unit in split_units(norm, min_unit=CHUNK_CHARS // 2, max_unit=CHUNK_CHARS):
+                unit_lang = detect_language(unit) if language == "auto" else language
+                for sp in self._analyze_piece(unit, unit_lang):
+                    spans.append(Span(sp.entity, sp.start + at, sp.end + at, sp.score))
+                at += len(unit)
+        spans = _drop_allowed(norm, spans, allow)
+        return _resolve(spans), lang
+
+    def _analyze_piece(self, norm: str, lang: str) -> list[Span]:
+        """One Presidio pass in ``lang``, plus the other script's names (mixed text)."""
+        spans = [sp for sp in self._presidio(norm, lang, None) if _phone_in_context(norm, sp)]
+        if lang == "zh" and _LATIN_NAME.search(norm):
+            # English NER on the Latin runs of Chinese text ("老师 John Smith 讲得很好").
+            spans += self._latin_runs(norm)
+        elif lang == "en" and _HAN_RUN.search(norm):
+            # Chinese name finding on the Han runs of English text ("Thanks to 张伟").
+            blanked = _NOT_HAN.sub(" ", norm)
+            spans += _within_runs(norm, self._presidio(blanked, "zh", ["PERSON"]), _NOT_HAN)
+        return spans
+
+    def _latin_runs(self, norm: str) -> list[Span]:
+        """PERSON spans in the Latin runs of Chinese text, each run read in an English frame.
+
+        Alone, or with its Chinese neighbours blanked, a run like ``Noah Palmer`` gives
+        spaCy's NER no context and is often missed; framed as ``I met Noah Palmer
+        today.`` it is read as in English text. All runs go in one call; spans are
+        mapped back to the run's offsets and anything found in the frame is dropped.
+        """
+        framed: list[str] = []
+        where: list[tuple[int, int, int]] = []  # (framed start, original start, length)
+        at = 0
+        for m in _LATIN_RUN.finditer(norm):
+            if not _LATIN_NAME.search(m.group()):
+                continue
+            piece = f"{_FRAME[0]}{m.group()}{_FRAME[1]}"
+            where.append((at + len(_FRAME[0]), m.start(), len(m.group())))
+            framed.append(piece)
+            at += len(piece)
+        if not framed:
+            return []
+        out = []
+        for sp in self._presidio("".join(framed), "en", ["PERSON"]):
+            i = bisect.bisect_right([w[0] for w in where], sp.start) - 1
+            if i < 0:
+                continue
+            f_start, o_start, length = where[i]
+            start, end = sp.start - f_start, min(sp.end - f_start, length)
+            if start < 0 or start >= end:
+                continue
+            out.extend(_trimmed(norm, Span(sp.entity, o_start + start, o_start + end, sp.score)))
+        return out
+
+    def _presidio(self, text: str, lang: str, entities: list[str] | None) -> list[Span]:
         try:
-            raw = self._analyzer.analyze(text=norm, language=lang, score_threshold=self._threshold)
+            raw = self._analyzer.analyze(
+                text=text, language=lang, entities=entities, score_threshold=self._threshold
+            )
         except RedactionError:
             raise
         except Exception as exc:
             raise RedactionError(f"Presidio failed to analyse the text: {exc}") from exc
-        spans = [Span(r.entity_type, r.start, r.end, round(float(r.score), 4)) for r in raw]
-        spans = _drop_allowed(norm, spans, allow)
-        return _resolve(spans), lang
+        return [Span(r.entity_type, r.start, r.end, round(float(r.score), 4)) for r in raw]
 
     def redact(
         self,
@@ -276,25 +362,77 @@ class Redactor:
     def _apply(
         self, text: str, spans: tuple[Span, ...], op: Operator, language: str, scope: str
     ) -> str:
+        """Rewrite the spans (non-overlapping, sorted) left to right: linear in the text."""
         if not spans:
             return text
-        from presidio_anonymizer.entities import OperatorConfig, RecognizerResult
-
-        def bind(entity: str) -> Callable[[str], str]:
-            return lambda value: op.apply(value, entity=entity, language=language, scope=scope)
-
-        configs = {
-            entity: OperatorConfig("custom", {"lambda": bind(entity)})
-            for entity in {s.entity for s in spans}
-        }
-        results = [RecognizerResult(s.entity, s.start, s.end, s.score) for s in spans]
+        pieces: list[str] = []
+        at = 0
         try:
-            out = self._anonymizer.anonymize(text=text, analyzer_results=results, operators=configs)
+            for s in spans:
+                pieces.append(text[at : s.start])
+                value = text[s.start : s.end]
+                pieces.append(op.apply(value, entity=s.entity, language=language, scope=scope))
+                at = s.end
         except RedactionError:
             raise
         except Exception as exc:
-            raise RedactionError(f"Presidio failed to apply the operator: {exc}") from exc
-        return str(out.text)
+            raise RedactionError(f"the operator failed: {exc}") from exc
+        pieces.append(text[at:])
+        return "".join(pieces)
+
+
+_BARE = re.compile(r"[0-9]{7,12}")
+_CN_MOBILE = re.compile(r"1[3-9][0-9]{9}")
+_PHONE_CONTEXT = re.compile(
+    r"phone|tel\b|call|mobile|cell|fax|contact|number|whatsapp|text me|ring|dial|reach"
+    r"|电话|手机|联系|致电|号码|热线|来电|拨打|微信|座机",
+    re.IGNORECASE,
+)
+_CONTEXT_CHARS = 24
+
+
+def _phone_in_context(text: str, sp: Span) -> bool:
+    """Whether a span may stand; a bare digit run is a phone number only near a phone word.
+
+    A run of 7–12 ASCII digits with no ``+``, spaces, dashes or brackets has a phone
+    number's shape by length alone; in feedback and summaries it is far more often a
+    statistic (``served 1234567890 requests``), so it stays a PHONE_NUMBER only with a
+    word like *phone*, *call*, 电话 or 手机 within :data:`_CONTEXT_CHARS` characters
+    before it (or 8 after). A mainland mobile number (``1[3-9]`` + 9 digits) keeps its
+    verdict: that shape is specific enough. Other entities always stand.
+    """
+    if sp.entity != "PHONE_NUMBER" or not _BARE.fullmatch(text, sp.start, sp.end):
+        return True
+    if _CN_MOBILE.fullmatch(text, sp.start, sp.end):
+        return True
+    window = text[max(0, sp.start - _CONTEXT_CHARS) : sp.start] + " " + text[sp.end : sp.end + 8]
+    return _PHONE_CONTEXT.search(window) is not None
+
+
+def _within_runs(text: str, spans: list[Span], other: re.Pattern[str]) -> list[Span]:
+    """Spans of a blanked pass cut back to their own script's characters.
+
+    A pass over text whose other-script characters were blanked may join two runs
+    across the blank ("Smith 讲 Brown"); each piece keeps only what lies between
+    other-script characters, trimmed of white space.
+    """
+    out = []
+    for sp in spans:
+        start = sp.start
+        for m in other.finditer(text, sp.start, sp.end):
+            out.extend(_trimmed(text, Span(sp.entity, start, m.start(), sp.score)))
+            start = m.end()
+        out.extend(_trimmed(text, Span(sp.entity, start, sp.end, sp.score)))
+    return out
+
+
+def _trimmed(text: str, sp: Span) -> list[Span]:
+    start, end = sp.start, sp.end
+    while start < end and not text[start].isalnum():
+        start += 1
+    while end > start and not text[end - 1].isalnum():
+        end -= 1
+    return [Span(sp.entity, start, end, sp.score)] if end > start else []
 
 
 def _drop_allowed(norm: str, spans: list[Span], allow: Collection[str]) -> list[Span]:
@@ -368,10 +506,8 @@ def _resolve(spans: list[Span]) -> tuple[Span, ...]:
     return tuple(chosen)
 
 
-def _build_presidio(
-    en_model: str, regions: tuple[str, ...], ner_prefilter: bool
-) -> tuple[Any, Any]:
-    """Build the anonymizer and an analyzer whose registry holds only offline recognizers."""
+def _build_presidio(en_model: str, regions: tuple[str, ...], ner_prefilter: bool) -> Any:
+    """Build an analyzer whose registry holds only offline recognizers."""
     import tldextract
     from presidio_analyzer import AnalyzerEngine, RecognizerRegistry
     from presidio_analyzer.predefined_recognizers import (
@@ -381,7 +517,6 @@ def _build_presidio(
         IpRecognizer,
         SpacyRecognizer,
     )
-    from presidio_anonymizer import AnonymizerEngine
 
     # An extractor that only ever reads the suffix snapshot bundled with tldextract: no URL
     # to fetch, no cache directory. Presidio's EmailRecognizer calls the module-level
@@ -416,16 +551,19 @@ def _build_presidio(
             CnMobileRecognizer,
             CnLandlineRecognizer,
             CnResidentIdRecognizer,
+            CnResidentIdContextRecognizer,
+            GluedIpRecognizer,
             CnBankCardRecognizer,
             CnCreditCardRecognizer,
             CnPassportRecognizer,
         ):
             registry.add_recognizer(cls(language=lang))
         registry.add_recognizer(AsciiEmailRecognizer(has_suffix=has_suffix, language=lang))
+        registry.add_recognizer(EnStreetAddressRecognizer(language=lang))
     analyzer = AnalyzerEngine(
         registry=registry,
         nlp_engine=nlp,
         supported_languages=["en", "zh"],
         context_aware_enhancer=FastContextEnhancer(),
     )
-    return AnonymizerEngine(), analyzer  # type: ignore[no-untyped-call]
+    return analyzer

@@ -4,7 +4,7 @@ Presidio's recognizers read :class:`NlpArtifacts` (tokens, their offsets, lemmas
 named entities). No Chinese spaCy model can be installed offline here, so Chinese text is
 segmented with a private :class:`jieba.Tokenizer` (its bundled dictionary, no download), and
 person / place names come from jieba's part-of-speech dictionary (``nr`` / ``ns``) plus the
-words its HMM discovers, kept only where they are confident (see :meth:`_zh_entities`).
+words its HMM discovers, read character by character (see :mod:`dpllm.redact.zh_names`).
 
 :class:`FastContextEnhancer` keeps Presidio's context rules but finds the match's token by
 bisection and tests keywords against a set: Presidio's enhancer scans every token and a list of
@@ -34,6 +34,7 @@ from presidio_analyzer.nlp_engine import NlpArtifacts, NlpEngine
 from dpllm.errors import RedactionError
 from dpllm.redact.greedy_ner import GreedyNer
 from dpllm.redact.prefilter import SEPARATOR, TokenWindows, candidate_token_windows
+from dpllm.redact.zh_names import find_names
 
 __all__ = ["EN_MODEL_PACKAGE", "DualNlpEngine", "FastContextEnhancer", "NerSpan"]
 
@@ -161,6 +162,7 @@ class DualNlpEngine(NlpEngine):
         self._ner: GreedyNer | None = None
         self._jieba: Any = None
         self._tags: dict[str, str] = {}
+        self._freq: dict[str, int] = {}
 
     def load(self) -> None:
         """Load the spaCy model by package name and initialise a private jieba tokenizer."""
@@ -195,6 +197,7 @@ class DualNlpEngine(NlpEngine):
         except Exception as exc:
             raise RedactionError(f"cannot initialise jieba's dictionary: {exc}") from exc
         self._jieba = tokenizer
+        self._freq = dict(tokenizer.FREQ)
 
     def is_loaded(self) -> bool:
         """Return True once :meth:`load` has run."""
@@ -361,58 +364,23 @@ class DualNlpEngine(NlpEngine):
         for word, start, _end in self._jieba.tokenize(text, HMM=True):
             words.append(word)
             starts.append(start)
-        entities, scores = self._zh_entities(words, starts)
+        entities, scores = self._zh_places(words, starts)
+        for start, end, score in find_names(
+            text, starts, words, ZH_SURNAMES, self._tags, self._freq
+        ):
+            entities.append(NerSpan("PERSON", start, end))
+            scores.append(score)
         return self._artifacts("zh", words, starts, entities, scores)
 
-    def _zh_entities(
-        self, words: list[str], starts: list[int]
-    ) -> tuple[list[NerSpan], list[float]]:
-        """Person and place names from jieba, kept where confident.
-
-        A person is a dictionary ``nr`` word or a word jieba's HMM discovered (not in the
-        dictionary), 2–4 CJK characters starting with a common surname; a surname character
-        followed by a one- or two-character unknown (or given-name) word is joined, and a
-        two-character name followed by a given-name character is extended. A place is a
-        dictionary ``ns`` word ending in a place suffix (省, 市, 区, 路 …).
-        """
-        tags = self._tags
+    def _zh_places(self, words: list[str], starts: list[int]) -> tuple[list[NerSpan], list[float]]:
+        """Place names: a dictionary ``ns`` word ending in a place suffix (省, 市, 区, 路 …)."""
         entities: list[NerSpan] = []
         scores: list[float] = []
-        n = len(words)
-        i = 0
-        while i < n:
-            word = words[i]
-            tag = tags.get(word)
-            size = len(word)
-            if _is_cjk(word) and word not in _ZH_NAME_STOP and len(set(word)) > 1:
-                has_surname = word[0] in ZH_SURNAMES or word[:2] in ZH_COMPOUND_SURNAMES
-                if 2 <= size <= 4 and has_surname and tag in ("nr", None):
-                    if tag is None and size == 3 and word[-1] in _ZH_NAME_TRAILERS:
-                        size = 2
-                    start, end = starts[i], starts[i] + size
-                    if size == 2 and i + 1 < n and words[i + 1] in _ZH_GIVEN_CHARS:
-                        end += 1
-                        i += 1
-                    entities.append(NerSpan("PERSON", start, end))
-                    scores.append(0.75 if tag == "nr" else 0.6)
-                elif size == 1 and has_surname and i + 1 < n:
-                    nxt = words[i + 1]
-                    if (
-                        _is_cjk(nxt)
-                        and len(nxt) <= 2
-                        and (
-                            tags.get(nxt) in (None, "nr") or all(c in _ZH_GIVEN_CHARS for c in nxt)
-                        )
-                    ):
-                        end = starts[i + 1] + len(nxt)
-                        entities.append(NerSpan("PERSON", starts[i], end))
-                        scores.append(0.55)
-                        i += 2
-                        continue
-                elif size >= 2 and tag == "ns" and word[-1] in _ZH_PLACE_SUFFIX:
-                    entities.append(NerSpan("LOCATION", starts[i], starts[i] + size))
+        for word, start in zip(words, starts, strict=True):
+            if len(word) >= 2 and _is_cjk(word) and self._tags.get(word) == "ns":
+                if word[-1] in _ZH_PLACE_SUFFIX:
+                    entities.append(NerSpan("LOCATION", start, start + len(word)))
                     scores.append(0.5)
-            i += 1
         return entities, scores
 
 

@@ -21,7 +21,9 @@ __all__ = [
     "CnLandlineRecognizer",
     "CnMobileRecognizer",
     "CnPassportRecognizer",
+    "CnResidentIdContextRecognizer",
     "CnResidentIdRecognizer",
+    "GluedIpRecognizer",
     "AsciiEmailRecognizer",
     "luhn_ok",
     "normalize_width",
@@ -202,6 +204,53 @@ class CnResidentIdRecognizer(_Recognizer):
         # An 18-digit number with a checksum and a real date is near-certain; the 15-digit
         # form has no checksum, so it keeps its low score until context raises it.
         return True if len(pattern_text) == 18 else None
+
+
+class CnResidentIdContextRecognizer(_Recognizer):
+    """An ID-shaped number right after an ID word, redacted even with a wrong check digit.
+
+    A mistyped resident ID is still someone's ID: 18 characters with a province
+    code and a real birth date, within a few characters after 身份证, 证件号,
+    ``ID card``, ``ID number`` or ``identity``. Without such a word a number with a
+    bad checksum is left alone (order numbers and statistics have this shape too).
+    """
+
+    ENTITY = "CN_RESIDENT_ID"
+    PATTERNS = [
+        Pattern(
+            "cn_id_after_id_word",
+            r"(?<=(?:身份证|证件|居民身份|公民身份|\bID\s*card|\bID\s*number|\bidentity)"
+            r"[^0-9A-Za-z]{0,6}(?:号码|号|number|no\.?|#)?[^0-9A-Za-z]{0,4})"
+            r"[1-8]\d{16}[\dXx]" + _E,
+            0.85,
+        )
+    ]
+
+    def _check(self, pattern_text: str) -> bool | None:
+        s = pattern_text
+        if s[:2] not in _PROVINCES or not _valid_date(int(s[6:10]), int(s[10:12]), int(s[12:14])):
+            return False
+        return True
+
+
+class GluedIpRecognizer(_Recognizer):
+    """IPv4 addresses glued to Chinese characters (``地址192.168.1.10登录``).
+
+    Presidio's IP pattern needs ``\\b``, which never holds between a Chinese character
+    and a digit; this one uses ASCII-only lookarounds, and refuses a fifth number
+    (``1.2.3.4.5`` is a version, not an address).
+    """
+
+    ENTITY = "IP_ADDRESS"
+    _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+    PATTERNS = [
+        Pattern(
+            "ipv4_glued",
+            r"(?<![0-9A-Za-z.])" + rf"{_OCTET}(?:\.{_OCTET}){{3}}" + r"(?![0-9A-Za-z]|\.[0-9])",
+            0.6,
+        )
+    ]
+    CONTEXT = ["ip", "地址", "服务器", "server", "host", "主机"]
 
 
 _CARD_BODY = r"(?:\d{16,19}|\d{4}(?:[ -]\d{4}){3}(?:[ -]?\d{1,3})?|\d{6}[ -]\d{10,13})"

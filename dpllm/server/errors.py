@@ -37,6 +37,7 @@ from dpllm.errors import (
     DataError,
     DPLLMError,
     InvalidPrivacyParameter,
+    InvalidText,
     LedgerError,
     ModelError,
     ModelTimeout,
@@ -110,7 +111,7 @@ def status_and_body(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, 
         return 409, error_body(str(exc), "conflict", code="budget_conflict"), {}
     if isinstance(exc, UnknownPool):
         return 404, error_body(str(exc), "not_found", code="unknown_pool"), {}
-    if isinstance(exc, InvalidPrivacyParameter | ConfigError):
+    if isinstance(exc, InvalidPrivacyParameter | ConfigError | InvalidText):
         return 400, error_body(str(exc), "invalid_request_error", code="invalid_request"), {}
     if isinstance(exc, DataError):
         return 500, error_body(str(exc), "data_error", code="data_error"), {}

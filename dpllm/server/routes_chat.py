@@ -103,6 +103,27 @@ def _invalid(loc: tuple[str | int, ...], msg: str) -> RequestValidationError:
     return RequestValidationError([{"loc": ("body", *loc), "msg": msg, "type": "value_error"}])
 
 
+def _lone_surrogate(value: Any, loc: tuple[str | int, ...]) -> tuple[str | int, ...] | None:
+    """Where in ``value`` a string holds a lone surrogate (JSON allows ``"\\ud800"``)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return loc
+        return None
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _lone_surrogate(item, (*loc, key))
+        if found is not None:
+            return found
+    return None
+
+
 def parse_chat_request(raw: bytes) -> dict[str, Any]:
     """The request body, checked as :class:`ChatCompletionRequest` documents it.
 
@@ -140,6 +161,9 @@ def parse_chat_request(raw: bytes) -> dict[str, Any]:
             raise _invalid(
                 ("messages", i, "content"), "must be text, a list of content parts, or null"
             )
+    where = _lone_surrogate(messages, ("messages",))
+    if where is not None:
+        raise _invalid(where, "holds a lone surrogate: not valid Unicode text (send UTF-8)")
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise _invalid(("model",), "must be a string")

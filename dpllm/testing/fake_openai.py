@@ -53,6 +53,12 @@ class ScriptedReply:
         stream_abort_after: in a stream, drop the connection after this many chunks.
         prompt_tokens: usage reported.
         completion_tokens: usage reported (default: the number of words).
+        message: extra fields of the reply's message (``tool_calls``, ``refusal``,
+            ``reasoning_content`` …), merged over ``role``/``content``.
+        choice: extra fields of the reply's choice (``logprobs`` …).
+        events: in a stream, the choice objects to send (``{"delta": {...},
+            "logprobs": ...}``, index and finish reason filled in) instead of
+            ``text`` split into content deltas.
     """
 
     text: str | None = None
@@ -67,6 +73,9 @@ class ScriptedReply:
     stream_abort_after: int | None = None
     prompt_tokens: int = 10
     completion_tokens: int | None = None
+    message: Mapping[str, Any] | None = None
+    choice: Mapping[str, Any] | None = None
+    events: Sequence[Mapping[str, Any]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,8 +188,13 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("stream"):
             self._stream(reply, text, model, ident, usage, body)
             return
-        message = {"role": "assistant", "content": text}
-        choice = {"index": 0, "message": message, "finish_reason": reply.finish_reason}
+        message = {"role": "assistant", "content": text, **(reply.message or {})}
+        choice = {
+            "index": 0,
+            "message": message,
+            "finish_reason": reply.finish_reason,
+            **(reply.choice or {}),
+        }
         payload = {
             "id": ident,
             "object": "chat.completion",
@@ -218,18 +232,22 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
             self.wfile.flush()
 
-        def event(delta: dict[str, str], finish: str | None, **extra: Any) -> None:
+        def event(delta: Mapping[str, Any], finish: str | None, **extra: Any) -> None:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish, **extra}
             chunk = {
                 "id": ident,
                 "object": "chat.completion.chunk",
                 "created": int(time.time()),
                 "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-                **extra,
+                "choices": [choice],
             }
             send(f"data: {json.dumps(chunk)}\n\n")
 
         event({"role": "assistant", "content": ""}, None)
+        for raw in reply.events or ():
+            event(raw.get("delta", {}), None, **{k: v for k, v in raw.items() if k != "delta"})
+        if reply.events is not None and not text:
+            pieces = []
         for i, piece in enumerate(pieces):
             if reply.stream_abort_after is not None and i == reply.stream_abort_after:
                 return  # no terminating chunk: the client sees a truncated body

@@ -93,10 +93,12 @@ def test_async_stream(proxy: Proxy) -> None:
 @pytest.mark.parametrize("failure", ["stream_error_after", "stream_abort_after"])
 def test_stream_fails_closed(proxy: Proxy, failure: str) -> None:
     text = (
-        "The first sentence is long enough to be released on its own. "
+        "The first sentence is long enough to be released on its own, since a redaction "
+        "unit ends at a sentence end only once it holds at least a hundred and sixty "
+        "characters of text. "
         "Then a secret part that must never leave 138 1234 5678"
     )
-    proxy.upstream.enqueue(text, **{failure: 16})
+    proxy.upstream.enqueue(text, **{failure: 40})
     received: list[str] = []
     with _client(proxy) as client, pytest.raises(openai.APIError):
         stream = client.chat.completions.create(model="fake-model", messages=PROMPT, stream=True)
