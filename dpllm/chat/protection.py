@@ -265,7 +265,14 @@ class CallState:
         )
 
     def finish(self, raw: str) -> str:
-        """Raw model text → what the caller may read: redact → guard (rewrite) → restore."""
+        """Raw model text → what the caller may read: resolve → redact → guard → restore.
+
+        Figures cited by reference (``[[mean_rating]]``) become the release's allowed
+        phrase first, as in :func:`~dpllm.chat.generate.generation_flow`, so a streamed
+        answer reads the same as a non-streamed one.
+        """
+        if self.guard is not None:
+            raw = self.guard.resolve(raw, language=self.p.language).text
         clean = self.redact_units(raw)
         if self.guard is not None:
             report = self.guard.check(clean, language=self.p.language)

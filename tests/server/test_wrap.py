@@ -132,6 +132,22 @@ def test_stream_guard_rewrites_figures() -> None:
     assert "157" not in text and "about 160 responses" in text
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_figures_cited_by_reference_read_the_same_streamed_or_not(stream: bool) -> None:
+    answer = "This week brought us [[responses]] in total. Thanks to all of you for writing!"
+    with FakeOpenAIServer() as srv:
+        srv.enqueue(answer)
+        client = wrap(openai.OpenAI(base_url=srv.base_url, api_key="x", max_retries=0),
+                      redactor=NoRedaction(), releases=[RESPONSES])  # fmt: skip
+        if stream:
+            with client.chat.completions.create(model="m", messages=PROMPT, stream=True) as s:
+                text = "".join(c.delta.content or "" for ch in s for c in ch.choices)
+        else:
+            reply = client.chat.completions.create(model="m", messages=PROMPT)
+            text = reply.choices[0].message.content or ""
+    assert "[[" not in text and "about 160" in text, text
+
+
 def test_unprotected_paths_are_refused_and_options_stay_wrapped() -> None:
     client = wrap(_echo_client(), redactor=NoRedaction())
     for name in ("with_raw_response", "with_streaming_response", "parse", "stream"):
