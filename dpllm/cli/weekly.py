@@ -1,16 +1,19 @@
 """``dpllm weekly`` (the weekly summary job) and ``dpllm init`` (a commented dpllm.toml).
 
-Exit codes of ``dpllm weekly`` (also in ``--help`` and the README):
+Exit codes of ``dpllm weekly`` (the table of :mod:`dpllm.cli._common`):
 
 ====  ==========================================================================
-0     done: the report is written
-1     any other error (template, redaction, guard, output folder); no report
-2     configuration or usage error (the message names the field and line)
-3     privacy budget exhausted: nothing was spent; the message shows what the
-      plan asked and what is left
-4     model failure: the message says whether a fallback report was written
-5     data error: missing source, unknown column, bad week, refused data
-6     the ledger cannot be used (unreadable, locked, newer schema)
+0     done: the report is written (or, with ``--dry-run``, the run fits)
+1     any other error (redaction, guard, output folder); no report
+2     usage or input error: bad option, config (field and line named), week,
+      template
+3     privacy budget refused or queued for approval: nothing was spent; the
+      message shows what the plan asked and what is left
+4     the data or the ledger is unavailable (missing source, unreachable or
+      unusable ledger, another run of the same week holds its lock)
+5     model failure: the message says whether a fallback report was written
+130   interrupted (SIGINT); 143 terminated (SIGTERM): the message says what was
+      kept and the command that resumes the run
 ====  ==========================================================================
 """
 
@@ -24,11 +27,28 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from dpllm.cli._common import (
+    EXIT_BUDGET,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_MODEL,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    ConfigOption,
+    LedgerOverride,
+    exit_code,
+    load_settings,
+    terminate_as_interrupt,
+)
+
 if TYPE_CHECKING:
     from rich.console import Console
 
     from dpllm.config import Settings
-    from dpllm.weekly.job import WeeklyReport
+    from dpllm.weekly.dryrun import DryRun
+    from dpllm.weekly.job import WeeklyJob, WeeklyReport
 
 __all__ = [
     "DEMO_DIR",
@@ -36,30 +56,30 @@ __all__ = [
     "EXIT_CONFIG",
     "EXIT_DATA",
     "EXIT_ERROR",
+    "EXIT_INTERRUPTED",
     "EXIT_LEDGER",
     "EXIT_MODEL",
     "EXIT_OK",
+    "EXIT_TERMINATED",
     "demo_settings",
     "example_config",
     "last_complete_week",
     "register",
 ]
 
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_CONFIG = 2
-EXIT_BUDGET = 3
-EXIT_MODEL = 4
-EXIT_DATA = 5
-EXIT_LEDGER = 6
+EXIT_CONFIG = EXIT_USAGE
+EXIT_DATA = EXIT_UNAVAILABLE
+EXIT_LEDGER = EXIT_UNAVAILABLE
 
 DEMO_DIR = "dpllm-demo"
 TREND_QUERIES = ("mean_rating", "feedback_count")
 
 _EXIT_HELP = (
-    "Exit codes: 0 done; 1 other error (no report); 2 config or usage error; "
-    "3 budget exhausted (nothing spent); 4 model failure (the message says whether a "
-    "fallback report was written); 5 data error; 6 ledger unusable."
+    "Exit codes: 0 done; 1 other error (no report); 2 usage, config, week or template "
+    "error; 3 budget exhausted or queued for approval (nothing spent); 4 data or ledger "
+    "unavailable, or the week is being run by another process; 5 model failure (the "
+    "message says whether a fallback report was written); 130 interrupted, 143 "
+    "terminated (what was kept and how to resume are printed)."
 )
 
 
@@ -108,10 +128,7 @@ def _fail(console: Console, code: int, message: str) -> typer.Exit:
 
 
 def weekly(
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", "-c", help="The dpllm.toml (default: ./dpllm.toml)."),
-    ] = None,
+    config: ConfigOption = None,
     week: Annotated[
         str | None, typer.Option("--week", help="ISO week to report on, e.g. 2026-W47.")
     ] = None,
@@ -119,7 +136,8 @@ def weekly(
         bool,
         typer.Option(
             "--last-complete",
-            help="Report on the last ISO week that ended before today (the default).",
+            help="Report on the last complete ISO week (the one that ended before today, "
+            "UTC); the default without --week. For schedulers.",
         ),
     ] = False,
     demo: Annotated[
@@ -133,26 +151,31 @@ def weekly(
         Path | None, typer.Option("--out", help="Output folder (overrides [output] dir).")
     ] = None,
     lang: Annotated[str | None, typer.Option("--lang", help="Report language, en or zh.")] = None,
+    ledger: LedgerOverride = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Lint the templates, open the data and the ledger, and print each "
+            "query's cost, expected interval and the pools' balance after the run; "
+            "spend and write nothing.",
+        ),
+    ] = False,
 ) -> None:
     """Turn a week of feedback into a DP report: report.md, report.json and charts.
 
     Every figure is a ledger-charged DP release (charged once per week: a rerun
     spends nothing and gives the same figures); the text is redacted and
-    precision-guarded. Exit codes: 0 done; 1 other error (no report); 2 config or
-    usage error; 3 budget exhausted (nothing spent); 4 model failure (the message
-    says whether a fallback report was written); 5 data error; 6 ledger unusable.
+    precision-guarded. An interrupted run is resumed by the same command: what it
+    paid is taken over, nothing is charged twice. Exit codes: 0 done; 1 other
+    error (no report); 2 usage or input error; 3 budget exhausted or queued
+    (nothing spent); 4 data or ledger unavailable, or the week is locked by another
+    run; 5 model failure; 130/143 interrupted (the resume command is printed).
     """
     from rich.console import Console
 
-    from dpllm.config import Settings
-    from dpllm.errors import (
-        BudgetError,
-        ConfigError,
-        DataError,
-        DPLLMError,
-        LedgerError,
-        ModelError,
-    )
+    from dpllm.errors import ConfigError, DataError
+    from dpllm.windows import parse_week
 
     console = Console(stderr=True)
     if week and last_complete:
@@ -161,37 +184,45 @@ def weekly(
         raise typer.BadParameter("must be en or zh", param_hint="--lang")
     try:
         if demo and config is None:
-            settings = demo_settings(DEMO_DIR, lang=lang or "en")
+            settings = demo_settings(DEMO_DIR, lang=lang or "en").from_env(os.environ)
         else:
-            settings = Settings.load(config or Path("dpllm.toml"))
+            settings = load_settings(config, ledger=ledger)
             if lang is not None:
                 settings = dataclasses.replace(settings, lang=lang)
-        settings = settings.from_env(os.environ)
         if out is not None:
             settings = dataclasses.replace(settings, output_dir=str(out.resolve()))
     except ConfigError as exc:
-        raise _fail(console, EXIT_CONFIG, str(exc)) from None
+        raise _fail(console, EXIT_USAGE, str(exc)) from None
 
     from dpllm.data.demo import DEMO_COURSES, DEMO_END_WEEK
 
     if week is None:
         week = DEMO_END_WEEK if demo else last_complete_week(dt.datetime.now(dt.UTC).date())
     try:
-        if demo and _ensure_demo_data(settings):
-            console.print(f"generated demo data in {settings.resolve(settings.data.path)}")
-        report, folder = _run(settings, week, console, demo=demo, courses=DEMO_COURSES)
-    except ConfigError as exc:
-        raise _fail(console, EXIT_CONFIG, str(exc)) from None
-    except BudgetError as exc:
-        if isinstance(exc, LedgerError):
-            raise _fail(console, EXIT_LEDGER, str(exc)) from None
-        raise _fail(console, EXIT_BUDGET, f"privacy budget: {exc}") from None
+        parse_week(week)
     except DataError as exc:
-        raise _fail(console, EXIT_DATA, str(exc)) from None
-    except ModelError as exc:
-        raise _fail(console, EXIT_MODEL, f"model failure: {exc}; no report was written") from None
-    except (DPLLMError, OSError) as exc:
-        raise _fail(console, EXIT_ERROR, f"{exc}; no report was written") from None
+        raise _fail(console, EXIT_USAGE, str(exc)) from None
+    resume = _resume_command(config, week, demo=demo, ledger=ledger)
+    try:
+        with terminate_as_interrupt():
+            if demo and _ensure_demo_data(settings):
+                console.print(f"generated demo data in {settings.resolve(settings.data.path)}")
+            if dry_run:
+                _dry_run(settings, week, courses=DEMO_COURSES if demo else ())
+                return
+            report, folder = _run(
+                settings, week, console, demo=demo, courses=DEMO_COURSES, resume=resume
+            )
+    except _Interrupted as exc:
+        raise _fail(console, exc.code, str(exc)) from None
+    except KeyboardInterrupt as exc:  # before the job opened: nothing was touched
+        code = exit_code(exc)
+        what = "terminated (SIGTERM)" if code == EXIT_TERMINATED else "interrupted"
+        raise _fail(
+            console, code, f"{what} before anything was charged. Run again: {resume}"
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - every error gets its exit code and message
+        raise _error(console, exc) from None
     _summary(report, folder)
     if report.model_error:
         raise _fail(
@@ -202,49 +233,194 @@ def weekly(
         )
 
 
+def _error(console: Console, exc: Exception) -> typer.Exit:
+    from dpllm.errors import BudgetError, BudgetPending, DPLLMError, LedgerError, ModelError
+
+    code = exit_code(exc)
+    if isinstance(exc, BudgetError) and not isinstance(exc, LedgerError):
+        prefix = "approval needed" if isinstance(exc, BudgetPending) else "privacy budget"
+        return _fail(console, code, f"{prefix}: {exc}")
+    if isinstance(exc, ModelError):
+        return _fail(console, code, f"model failure: {exc}; no report was written")
+    if isinstance(exc, DPLLMError | OSError):
+        suffix = "" if code in (EXIT_USAGE, EXIT_UNAVAILABLE) else "; no report was written"
+        return _fail(console, code, f"{exc}{suffix}")
+    raise exc
+
+
+def _resume_command(config: Path | None, week: str, *, demo: bool, ledger: str | None) -> str:
+    """The command that resumes this run (the same week, the same config)."""
+    import shlex
+
+    parts = ["dpllm", "weekly"]
+    if config is not None:
+        parts += ["-c", str(config.resolve())]
+    if demo:
+        parts.append("--demo")
+    if ledger is not None:
+        parts += ["--ledger", ledger]
+    parts += ["--week", week]
+    return shlex.join(parts)
+
+
+class _Interrupted(Exception):
+    """An interruption, with what was kept; raised out of :func:`_run`."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _kept(job: WeeklyJob, week: str, signal_name: str, resume: str) -> str:
+    """What an interrupted run kept, and how to resume it."""
+    try:
+        states = job.states(week)
+    except Exception as exc:  # noqa: BLE001 - the ledger may be what was interrupted
+        return (
+            f"{signal_name} during the run of {week}; the ledger could not be read to say "
+            f"what was kept ({type(exc).__name__}). Nothing is charged twice on a rerun. "
+            f"Resume with: {resume}"
+        )
+    released = [n for n, st in states.items() if st == "released"]
+    paid = [n for n, st in states.items() if st == "paid"]
+    todo = [n for n, st in states.items() if st == "new"]
+    parts = [f"{signal_name} during the run of {week}; no report was written."]
+    parts.append(
+        f"Kept: {len(released)} release(s) stored"
+        + (f" ({', '.join(released)})" if released else "")
+        + f", {len(paid)} charge(s) paid but not released"
+        + (f" ({', '.join(paid)}: the rerun takes them over, not charging again)" if paid else "")
+        + f"; {len(todo)} query(ies) not charged"
+        + (f" ({', '.join(todo)})" if todo else "")
+        + "."
+    )
+    parts.append(f"Resume with: {resume}")
+    return " ".join(parts)
+
+
+def _dry_run(settings: Settings, week: str, *, courses: tuple[str, ...]) -> None:
+    from dpllm.assess.planning import Population, expected_exact, predicted_half_width
+    from dpllm.weekly.dryrun import dry_run
+    from dpllm.weekly.job import WeeklyJob
+
+    population = Population()
+
+    def half_width(q: object) -> float:
+        from dpllm.data.queries import Query
+
+        assert isinstance(q, Query)
+        exact, _ = expected_exact(q, population)
+        return predicted_half_width(q, exact, confidence=settings.confidence)
+
+    with WeeklyJob(settings, courses=courses, model=None) as job:
+        result = dry_run(job, week, half_width=half_width)
+    _print_dry_run(result, settings, population.users)
+    if result.lint:
+        raise typer.Exit(EXIT_ERROR)
+    if not result.fits:
+        raise typer.Exit(EXIT_BUDGET)
+
+
+def _print_dry_run(result: DryRun, settings: Settings, users: int) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    out = Console(highlight=False) if Console().is_terminal else Console(width=150)
+    level = f"{settings.confidence:.0%}"
+    table = Table(title=f"dry run of {result.week}: nothing is charged or written")
+    for col in ("query", "cost", "state", f"expected {level} ±", "stored interval"):
+        table.add_column(col)
+    notes = {
+        "released": "stored: free",
+        "paid": "paid earlier: taken over, free",
+        "failed": "failed after the read: closed",
+        "new": "would be charged",
+    }
+    for q in result.queries:
+        table.add_row(
+            q.name,
+            q.cost.describe(),
+            notes.get(q.state, q.state),
+            "" if q.half_width is None else f"{q.half_width:.3g}",
+            "" if q.interval is None else f"{q.interval[0]:.3g} – {q.interval[1]:.3g}",
+        )
+    out.print(table)
+    pools = Table(title="pools on the plan's path, this week")
+    for col in ("pool", "remaining now", "this run", "remaining after", "fits"):
+        pools.add_column(col)
+    for p in result.pools:
+        sym = p.now.symbol
+        pools.add_row(
+            p.now.pool,
+            f"{sym} {p.now.remaining:g}",
+            f"{sym} {p.needed:g}",
+            f"{sym} {p.after:g}",
+            "yes" if p.fits else "NO",
+        )
+    out.print(pools)
+    for finding in result.lint:
+        out.print(finding, markup=False)
+    verdict = "fits" if result.fits else "does NOT fit (the run would be refused or queued)"
+    out.print(
+        f"the run would charge {result.cost.describe()} and {verdict}; templates: "
+        + (f"{len(result.lint)} lint finding(s)" if result.lint else "lint clean")
+        + f". Expected intervals assume {users} active users (a public guess, not the data)."
+    )
+
+
 def _run(
-    settings: Settings, week: str, console: Console, *, demo: bool, courses: tuple[str, ...]
+    settings: Settings,
+    week: str,
+    console: Console,
+    *,
+    demo: bool,
+    courses: tuple[str, ...],
+    resume: str,
 ) -> tuple[WeeklyReport, Path]:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from dpllm.weekly.job import WeeklyJob
     from dpllm.weekly.report import write_report
-    from dpllm.windows import parse_week, previous_weeks
+    from dpllm.windows import previous_weeks
 
-    parse_week(week)
     labels = {
         "statistics": "computing DP statistics (cached releases are free)",
         "render": "rendering the prompt",
         "redactor": "loading the redactor (Presidio, spaCy, jieba)",
         "generate": "writing, redacting and guarding the summary",
     }
-    with (
-        Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=not console.is_terminal,
-        ) as progress,
-        WeeklyJob(settings, courses=courses if demo else ()) as job,
-    ):
-        task = progress.add_task(f"weekly report {week}", total=len(labels) + 2)
+    with WeeklyJob(settings, courses=courses if demo else ()) as job:
+        try:
+            with Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=console,
+                transient=not console.is_terminal,
+            ) as progress:
+                task = progress.add_task(f"weekly report {week}", total=len(labels) + 2)
 
-        def step(name: str) -> None:
-            progress.update(task, description=labels.get(name, name), advance=1)
+                def step(name: str) -> None:
+                    progress.update(task, description=labels.get(name, name), advance=1)
 
-        if demo:
-            # The demo also releases the trend figures of the weeks before, so the trend
-            # chart has points (each week charged once, to its own window; reruns free).
-            step("trend weeks")
-            trend = {n: job.plan[n] for n in TREND_QUERIES if n in job.plan}
-            for earlier in previous_weeks(week, 8)[:-1]:
-                job.release(earlier, trend)
-        report = job.run(week, progress=step)
-        step("writing report.md, report.json and the charts")
-        folder = settings.resolve(settings.output_dir) / week
-        write_report(report, folder)
-        progress.update(task, description=f"weekly report {week}: done", completed=len(labels) + 2)
+                if demo:
+                    # The demo also releases the trend figures of the weeks before, so the
+                    # trend chart has points (each week charged once, to its own window).
+                    step("trend weeks")
+                    trend = {n: job.plan[n] for n in TREND_QUERIES if n in job.plan}
+                    for earlier in previous_weeks(week, 8)[:-1]:
+                        job.release(earlier, trend)
+                report = job.run(week, progress=step)
+                step("writing report.md, report.json and the charts")
+                folder = settings.resolve(settings.output_dir) / week
+                write_report(report, folder)
+                progress.update(
+                    task, description=f"weekly report {week}: done", completed=len(labels) + 2
+                )
+        except KeyboardInterrupt as exc:
+            code = exit_code(exc)
+            name = "terminated (SIGTERM)" if code == EXIT_TERMINATED else "interrupted (SIGINT)"
+            raise _Interrupted(_kept(job, week, name, resume), code) from None
     return report, folder
 
 
@@ -256,8 +432,15 @@ def _summary(report: WeeklyReport, folder: Path) -> None:
     out.print()
     if report.fresh:
         spent = f"charged {report.spent.describe()} for {len(report.fresh)} new release(s)"
+    elif report.resumed:
+        spent = "charged nothing new"
     else:
         spent = "spent nothing (every release came from the ledger's cache)"
+    if report.resumed:
+        spent += (
+            f"; resumed {len(report.resumed)} release(s) an interrupted run had paid for "
+            f"({', '.join(report.resumed)}), not charged again"
+        )
     left = "; ".join(f"{b.pool} {b.symbol} {b.remaining:g} left" for b in report.budget)
     out.print(f"[bold]{report.week}[/bold]: {spent}; {left} this week.")
     gen = report.generation
