@@ -168,12 +168,15 @@ def exit_code(error: BaseException) -> int:
         LedgerError,
         ModelError,
         TemplateError,
+        UnknownTicket,
     )
 
     if isinstance(error, Terminated):
         return EXIT_TERMINATED
     if isinstance(error, KeyboardInterrupt):
         return EXIT_INTERRUPTED
+    if isinstance(error, UnknownTicket):
+        return EXIT_USAGE
     if isinstance(error, LedgerError | ChargeInProgress | DataError):
         return EXIT_UNAVAILABLE
     if isinstance(error, BudgetError):

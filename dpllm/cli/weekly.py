@@ -62,6 +62,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_TERMINATED",
     "demo_settings",
+    "dry_run_of",
     "example_config",
     "last_complete_week",
     "register",
@@ -298,23 +299,27 @@ def _kept(job: WeeklyJob, week: str, signal_name: str, resume: str) -> str:
     return " ".join(parts)
 
 
-def _dry_run(settings: Settings, week: str, *, courses: tuple[str, ...]) -> None:
+def dry_run_of(job: WeeklyJob, week: str) -> tuple[DryRun, int]:
+    """The dry run of ``job`` for ``week``, expected intervals from a public guess."""
     from dpllm.assess.planning import Population, expected_exact, predicted_half_width
+    from dpllm.data.queries import Query
     from dpllm.weekly.dryrun import dry_run
-    from dpllm.weekly.job import WeeklyJob
 
     population = Population()
 
-    def half_width(q: object) -> float:
-        from dpllm.data.queries import Query
-
-        assert isinstance(q, Query)
+    def half_width(q: Query) -> float:
         exact, _ = expected_exact(q, population)
-        return predicted_half_width(q, exact, confidence=settings.confidence)
+        return predicted_half_width(q, exact, confidence=job.settings.confidence)
 
-    with WeeklyJob(settings, courses=courses, model=None) as job:
-        result = dry_run(job, week, half_width=half_width)
-    _print_dry_run(result, settings, population.users)
+    return dry_run(job, week, half_width=half_width), population.users
+
+
+def _dry_run(settings: Settings, week: str, *, courses: tuple[str, ...]) -> None:
+    from dpllm.weekly.job import WeeklyJob
+
+    with WeeklyJob(settings, courses=courses) as job:
+        result, users = dry_run_of(job, week)
+    _print_dry_run(result, settings, users)
     if result.lint:
         raise typer.Exit(EXIT_ERROR)
     if not result.fits:

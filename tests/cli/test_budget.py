@@ -117,7 +117,7 @@ def test_pending_approve_flow(db: Path) -> None:
     assert ledger.get_release("f3") is not None
     assert ledger.balance("reserve", WEEK).granted == -Q.micro
     again = runner.invoke(app, ["budget", "approve", ticket, "--ledger", str(db)])
-    assert again.exit_code == 1 and "already" in again.output
+    assert again.exit_code == 3 and "already" in again.output  # a budget decision
 
 
 def test_deny(db: Path) -> None:
@@ -137,15 +137,15 @@ def test_deny(db: Path) -> None:
         (["budget", "show", "--pool", "nobody"], "unknown pool"),
     ],
 )
-def test_errors_are_clear_and_exit_1(db: Path, args: list[str], message: str) -> None:
+def test_errors_are_clear_and_exit_2(db: Path, args: list[str], message: str) -> None:
     result = runner.invoke(app, [*args, "--ledger", str(db)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # usage or input (dpllm.cli._common)
     assert message in result.output
 
 
 def test_missing_ledger(tmp_path: Path) -> None:
     result = runner.invoke(app, ["budget", "show", "--ledger", str(tmp_path / "none.db")])
-    assert result.exit_code == 1 and "no ledger at" in result.output
+    assert result.exit_code == 4 and "no ledger at" in result.output  # unavailable
     assert not (tmp_path / "none.db").exists()
 
 

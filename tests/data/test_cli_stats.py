@@ -42,6 +42,6 @@ def test_stats_errors(tmp_path: Path) -> None:
             "2026-W47",
         ],
     )
-    assert missing.exit_code == 1 and "does not exist" in missing.output
+    assert missing.exit_code == 4 and "does not exist" in missing.output  # data unavailable
     bad = runner.invoke(app, ["stats", "--data", "x.db", "--week", "2026-W47", "--query", "nope"])
     assert bad.exit_code != 0
