@@ -288,7 +288,8 @@ def approve(
     source = f" from {from_pool!r}" if from_pool else ""
     typer.echo(
         f"approved ticket {ticket}: {request.cost.describe()} for pool {request.pool!r} in "
-        f"{request.window}{source}. Run the same query again; it runs once."
+        f"{request.window}{source}. Run the same query (for a whole run's ticket, the same "
+        "command) again; it runs once."
     )
 
 

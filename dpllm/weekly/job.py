@@ -52,7 +52,7 @@ from dpllm.data.queries import (
 )
 from dpllm.data.stats import StatsRunner, rating_shares
 from dpllm.errors import BudgetExceeded, ConfigError
-from dpllm.ledger.base import Balance, ChargeStatus, Ledger
+from dpllm.ledger.base import Balance, ChargeStatus, Ledger, RunItem
 from dpllm.privacy.noise import NoiseSource
 from dpllm.release import MICRO, Cost, Measure, Release
 from dpllm.weekly.wiring import (
@@ -339,9 +339,16 @@ class WeeklyJob:
     def check_budget(self, week: str, queries: Mapping[str, Query]) -> None:
         """Refuse the run, before any charge, when ``queries`` do not all fit.
 
+        ``queries`` are what the run would charge: neither released nor already paid
+        (:meth:`to_pay`), so the run's own interrupted charges never block it.
+
         Raises:
             BudgetExceeded: the first pool on the path (innermost first) that cannot take
-                the plan's cost; the message says what was asked and what is left.
+                the plan's cost; the message says what was asked and what is left — the
+                same ``remaining`` figure ``dpllm budget show`` prints.
+            BudgetPending: that pool queues (``on_exceed = "queue"``): **one** ticket
+                for the whole run, listing each query and its cost, was filed (or is
+                still pending); approving it lets exactly this plan run once.
 
         A concurrent spender can still take budget between this check and the charges;
         the ledger's own per-charge check stays the guarantee.
@@ -349,25 +356,52 @@ class WeeklyJob:
         if not queries:
             return
         for spec in pool_path(self.settings):
-            if spec.on_exceed == "queue":
-                continue  # the ledger queues the charges for approval instead
             needed = sum(q.cost.to_measure(spec.measure).micro for q in queries.values())
             balance = self.ledger.balance(spec.name, week)
-            if needed > balance.remaining:
-                sym = "ε" if spec.measure is Measure.PURE else "ρ"
-                asked = ", ".join(
-                    f"{n} {q.cost.to_measure(spec.measure).describe()}" for n, q in queries.items()
-                )
-                raise BudgetExceeded(
-                    f"pool {spec.name!r} has {sym} {balance.remaining / MICRO:g} left for "
-                    f"{week}, the plan asks {sym} {needed / MICRO:g} ({asked}); nothing was "
-                    "spent. Wait for the next window, raise the pool's cap in dpllm.toml, "
-                    "or lower the plan's ε",
-                    pool=spec.name,
-                    requested=needed / MICRO,
-                    remaining=balance.remaining / MICRO,
+            if needed <= balance.remaining:
+                continue
+            sym = "ε" if spec.measure is Measure.PURE else "ρ"
+            asked = ", ".join(
+                f"{n} {q.cost.to_measure(spec.measure).describe()}" for n, q in queries.items()
+            )
+            reason = (
+                f"pool {spec.name!r} has {sym} {balance.remaining / MICRO:g} left for "
+                f"{week}, the plan asks {sym} {needed / MICRO:g} ({asked}); nothing was spent"
+            )
+            request_run = getattr(self.ledger, "request_run", None)
+            if spec.on_exceed == "queue" and callable(request_run):
+                raise request_run(
+                    run_id=self.run_id(week, queries),
+                    pool=self.settings.plan_pool,
                     window=week,
+                    items=[
+                        RunItem(self.runner.query_id(q, week), q.cost, f"{n} ({week})")
+                        for n, q in sorted(
+                            queries.items(), key=lambda kv: self.runner.query_id(kv[1], week)
+                        )
+                    ],
+                    analyst=self.settings.analyst,
+                    description=f"weekly run of {week} on {self.settings.data.dataset_id}",
+                    reason=reason,
                 )
+            if spec.on_exceed == "queue":
+                continue  # a ledger without run tickets queues each charge instead
+            raise BudgetExceeded(
+                f"{reason}. Wait for the next window, raise the pool's cap in dpllm.toml, "
+                "or lower the plan's ε",
+                pool=spec.name,
+                requested=needed / MICRO,
+                remaining=balance.remaining / MICRO,
+                window=week,
+            )
+
+    def run_id(self, week: str, queries: Mapping[str, Query]) -> str:
+        """The id of a run's approval ticket: a fingerprint of the query ids it charges."""
+        import hashlib
+
+        ids = sorted(self.runner.query_id(q, week) for q in queries.values())
+        digest = hashlib.sha256("\n".join([self.settings.plan_pool, week, *ids]).encode())
+        return f"run:{digest.hexdigest()}"
 
     def budget(self, week: str) -> tuple[PoolBudget, ...]:
         """Each pool on the plan pool's path in ``week`` (reads the ledger only)."""
