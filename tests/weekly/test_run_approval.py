@@ -111,8 +111,7 @@ def test_an_approval_funds_only_that_plan(tmp_path: Path, demo: tuple[Path, Demo
     # its own (1.5 > the pool's own 1.0) and the changed run files its own ticket,
     # for that query alone — the four unchanged queries are paid.
     plan = tuple(
-        dataclasses.replace(q, epsilon=1.5) if q.name == "mean_rating" else q
-        for q in settings.plan
+        dataclasses.replace(q, epsilon=1.5) if q.name == "mean_rating" else q for q in settings.plan
     )
     changed = dataclasses.replace(settings, plan=plan)
     with pytest.raises(BudgetPending) as other:
