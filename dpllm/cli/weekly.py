@@ -443,8 +443,8 @@ def _summary(report: WeeklyReport, folder: Path) -> None:
         spent = "spent nothing (every release came from the ledger's cache)"
     if report.resumed:
         spent += (
-            f"; resumed {len(report.resumed)} release(s) an interrupted run had paid for "
-            f"({', '.join(report.resumed)}), not charged again"
+            f"; resumed {len(report.resumed)} release(s) paid before this run, by an "
+            f"interrupted run or an approval ({', '.join(report.resumed)}), not charged again"
         )
     left = "; ".join(f"{b.pool} {b.symbol} {b.remaining:g} left" for b in report.budget)
     out.print(f"[bold]{report.week}[/bold]: {spent}; {left} this week.")

@@ -131,7 +131,10 @@ def render_markdown(report: WeeklyReport) -> str:
     if report.fresh:
         out += ["", f"This run charged {report.spent.describe()} ({len(report.fresh)} releases)."]
     elif report.resumed:
-        out += ["", "This run charged nothing new: it resumed an interrupted run's paid charges."]
+        out += [
+            "",
+            "This run charged nothing new: it released on charges paid before it (an interrupted run's or an approval's).",
+        ]
     else:
         out += ["", "This run spent nothing: every release came from the ledger's cache."]
     gen = report.generation

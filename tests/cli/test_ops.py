@@ -331,6 +331,9 @@ def test_a_signal_during_the_run_says_what_was_kept_and_the_rerun_finishes(
         proc = subprocess.Popen(
             [sys.executable, "-m", "dpllm", "weekly", "-c", str(config), "--week", WEEK],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+            # A test run started in the background inherits SIGINT ignored; the child
+            # must see it as a terminal's Ctrl-C does.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )  # fmt: skip
         try:
             while not srv.completion_requests and proc.poll() is None:
@@ -349,3 +352,29 @@ def test_a_signal_during_the_run_says_what_was_kept_and_the_rerun_finishes(
     ledger = open_ledger("ledger.db", base_dir=tmp_path)
     assert ledger.balance("weekly", WEEK).spent == plan_cost(config)
     ledger.close()
+
+
+# -- approvals for a whole run, through the command line -------------------------------------
+def test_a_queued_run_is_approved_once_from_the_command_line(
+    tmp_path: Path, demo: tuple[Path, DemoData]
+) -> None:
+    reserve = '\n[[pools]]\nname = "reserve"\nparent = "global"\nwindow_cap = 2.0\n'
+    config = write_config(tmp_path, demo[0], extra=reserve)
+    text = config.read_text().replace('on_exceed = "refuse"', 'on_exceed = "queue"')
+    config.write_text(text.replace("window_cap = 1.8", "window_cap = 1.0"))
+    code, out = invoke("weekly", "-c", str(config), "--week", WEEK)
+    flat = " ".join(out.split())
+    assert code == 3 and "approval needed:" in flat and "mean_rating" in flat
+    ticket = flat.split("ticket ", 1)[1].split()[0]
+    code, out = invoke("budget", "pending", "-c", str(config))
+    assert code == 0 and out.count(ticket) == 1 and "topic_counts" in out
+    code, out = invoke("budget", "approve", ticket, "--from", "reserve", "-c", str(config))
+    assert code == 0 and "approved" in out
+    code, out = invoke("weekly", "-c", str(config), "--week", WEEK)
+    assert code == 0 and "resumed 5 release(s)" in " ".join(out.split())
+    ledger = open_ledger("ledger.db", base_dir=tmp_path)
+    try:
+        assert ledger.balance("weekly", WEEK).spent == plan_cost(config)
+        assert ledger.pending(status=None)[0].status == "used"
+    finally:
+        ledger.close()
