@@ -378,3 +378,20 @@ def test_a_queued_run_is_approved_once_from_the_command_line(
         assert ledger.pending(status=None)[0].status == "used"
     finally:
         ledger.close()
+
+
+def test_dry_run_lints_the_templates_and_exits_1_on_a_finding(
+    tmp_path: Path, demo: tuple[Path, DemoData]
+) -> None:
+    import shutil
+
+    mine = tmp_path / "prompts" / "weekly"
+    shutil.copytree(ROOT / "prompts" / "weekly", mine)
+    user = mine / "user.en.j2"
+    user.write_text(user.read_text("utf-8") + "\nRaw: {{ mean_rating }}\n", encoding="utf-8")
+    config = write_config(tmp_path, demo[0])
+    text = config.read_text().replace("dirs = []", f'dirs = ["{tmp_path / "prompts"}"]')
+    config.write_text(text)
+    code, out = invoke("weekly", "-c", str(config), "--week", WEEK, "--dry-run")
+    assert code == 1 and "user.en.j2" in out and "lint finding" in out
+    assert not (tmp_path / "reports").exists()

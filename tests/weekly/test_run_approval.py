@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -56,7 +57,7 @@ def _ledger(settings: Settings, clock: Clock | None = None) -> SQLiteLedger:
     return SQLiteLedger(path) if clock is None else SQLiteLedger(path, clock=clock)
 
 
-def _run(settings: Settings, ledger: SQLiteLedger) -> None:
+def _run(settings: Settings, ledger: Any) -> None:
     with WeeklyJob(settings, ledger=ledger, redactor=_NoRedaction()) as job:
         job.run(WEEK)
 
@@ -65,11 +66,17 @@ def _plan_cost(settings: Settings) -> int:
     return sum(q.cost.micro for q in build_plan(settings).values())
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_one_ticket_for_the_whole_plan_and_approval_runs_it_once(
-    tmp_path: Path, demo: tuple[Path, DemoData]
+    tmp_path: Path, demo: tuple[Path, DemoData], backend: str, request: pytest.FixtureRequest
 ) -> None:
     settings = _settings(tmp_path, demo[0])
-    ledger = _ledger(settings)
+    ledger: Any = _ledger(settings)
+    if backend == "postgresql":
+        from dpllm.ledger.postgres import PostgresLedger
+
+        ledger.close()
+        ledger = PostgresLedger(request.getfixturevalue("pg_dsn"))
     with pytest.raises(BudgetPending) as first:
         _run(settings, ledger)
     message = str(first.value)
@@ -98,6 +105,7 @@ def test_one_ticket_for_the_whole_plan_and_approval_runs_it_once(
     assert ledger.balance("weekly", WEEK).spent == _plan_cost(settings)
     takeovers = [e for e in ledger.history() if e.event == "takeover"]
     assert len(takeovers) == 5 and all(e.micro == 0 for e in takeovers)
+    ledger.close()
 
 
 def test_an_approval_funds_only_that_plan(tmp_path: Path, demo: tuple[Path, DemoData]) -> None:
