@@ -25,6 +25,7 @@ Each lock file (or the lock's connection's ``application_name``) names its holde
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -35,7 +36,13 @@ from pathlib import Path
 
 from dpllm.errors import LedgerUnavailable, RunLocked
 
-__all__ = ["advisory_key", "file_lock", "holder_text", "lock_file_name", "locked_message"]
+__all__ = [
+    "advisory_key",
+    "advisory_lock",
+    "file_lock",
+    "holder_text",
+    "lock_file_name",
+]
 
 
 def holder_text() -> str:
@@ -98,6 +105,54 @@ def file_lock(folder: Path, key: str) -> Iterator[None]:
         os.close(fd)
 
 
-def locked_message(key: str, holder: str) -> RunLocked:
-    """The :class:`RunLocked` error for ``key`` held by ``holder`` (used by the backends)."""
-    return _locked(key, holder)
+@contextmanager
+def advisory_lock(url: str, key: str, *, connect_timeout: int = 5) -> Iterator[None]:
+    """Hold a PostgreSQL session advisory lock for ``key`` on a connection of its own.
+
+    The connection's ``application_name`` names the holder, so a refused caller can
+    say who holds the lock. Closing the session releases the lock in any case; it is
+    unlocked first so that a pooler keeping server sessions (pgbouncer in session
+    mode) does not keep it.
+
+    Raises:
+        RunLocked: another session holds ``key``.
+        LedgerUnavailable: the server cannot be reached, or the lock query failed.
+    """
+    import psycopg
+
+    lock_id = advisory_key(key)
+    try:
+        conn = psycopg.connect(
+            url,
+            autocommit=True,
+            connect_timeout=connect_timeout,
+            application_name=f"dpllm-run {holder_text()}"[:63],
+        )
+    except psycopg.OperationalError as exc:
+        where = re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+        raise LedgerUnavailable(
+            f"cannot reach the PostgreSQL ledger at {where}: {str(exc).strip()}"
+        ) from exc
+    try:
+        try:
+            got = conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_id,)).fetchone()
+            holder = None
+            if not (got and got[0]):
+                row = conn.execute(
+                    "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a "
+                    "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+                    "AND l.classid::bigint = %s AND l.objid::bigint = %s LIMIT 1",
+                    ((lock_id >> 32) & 0xFFFFFFFF, lock_id & 0xFFFFFFFF),
+                ).fetchone()
+                holder = str(row[0]).removeprefix("dpllm-run ") if row else ""
+        except psycopg.Error as exc:
+            raise LedgerUnavailable(
+                f"the PostgreSQL ledger's run lock failed: {str(exc).strip()}"
+            ) from exc
+        if holder is not None:
+            raise _locked(key, holder)
+        yield
+        with contextlib.suppress(psycopg.Error):
+            conn.execute("SELECT pg_advisory_unlock(%s)", (lock_id,))
+    finally:
+        conn.close()

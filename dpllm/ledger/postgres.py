@@ -75,7 +75,6 @@ second charge.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import os
@@ -335,8 +334,7 @@ class PostgresLedger(SQLLedger):
         finally:
             self._checkin(raw)
 
-    @contextmanager
-    def run_lock(self, key: str) -> Iterator[None]:
+    def run_lock(self, key: str) -> AbstractContextManager[None]:
         """Hold the run lock ``key`` for a ``with`` block (see :mod:`dpllm.ledger.locks`).
 
         A session-level advisory lock on a connection of its own, held for the block;
@@ -346,44 +344,9 @@ class PostgresLedger(SQLLedger):
             RunLocked: another session holds ``key``.
             LedgerUnavailable: the server cannot be reached.
         """
-        from dpllm.ledger.locks import advisory_key, holder_text, locked_message
+        from dpllm.ledger.locks import advisory_lock
 
-        lock_id = advisory_key(key)
-        name = f"dpllm-run {holder_text()}"[:63]
-        try:
-            conn = psycopg.connect(
-                self.url, autocommit=True, connect_timeout=self._connect_timeout,
-                application_name=name,
-            )  # fmt: skip
-        except psycopg.OperationalError as exc:
-            raise LedgerUnavailable(
-                f"cannot reach the PostgreSQL ledger at {_redact(self.url)}: {str(exc).strip()}"
-            ) from exc
-        try:
-            try:
-                got = conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_id,)).fetchone()
-                holder = None
-                if not (got and got[0]):
-                    row = conn.execute(
-                        "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a "
-                        "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
-                        "AND l.classid::bigint = %s AND l.objid::bigint = %s LIMIT 1",
-                        ((lock_id >> 32) & 0xFFFFFFFF, lock_id & 0xFFFFFFFF),
-                    ).fetchone()
-                    holder = str(row[0]).removeprefix("dpllm-run ") if row else ""
-            except psycopg.Error as exc:
-                raise LedgerUnavailable(
-                    f"the PostgreSQL ledger's run lock failed: {str(exc).strip()}"
-                ) from exc
-            if holder is not None:
-                raise locked_message(key, holder)
-            yield
-            # Closing the session (below) releases the lock in any case; unlock first so a
-            # pooled server-side session (pgbouncer in session mode) does not keep it.
-            with contextlib.suppress(psycopg.Error):
-                conn.execute("SELECT pg_advisory_unlock(%s)", (lock_id,))
-        finally:
-            conn.close()
+        return advisory_lock(self.url, key, connect_timeout=self._connect_timeout)
 
     def _owner(self) -> str:
         token: str | None = getattr(self._local, "token", None)
