@@ -203,7 +203,7 @@ def weekly(
         parse_week(week)
     except DataError as exc:
         raise _fail(console, EXIT_USAGE, str(exc)) from None
-    resume = _resume_command(config, week, demo=demo, ledger=ledger)
+    resume = _resume_command(config, week, demo=demo, ledger=ledger, out=out, lang=lang)
     try:
         with terminate_as_interrupt():
             if demo and _ensure_demo_data(settings):
@@ -249,8 +249,16 @@ def _error(console: Console, exc: Exception) -> typer.Exit:
     raise exc
 
 
-def _resume_command(config: Path | None, week: str, *, demo: bool, ledger: str | None) -> str:
-    """The command that resumes this run (the same week, the same config)."""
+def _resume_command(
+    config: Path | None,
+    week: str,
+    *,
+    demo: bool,
+    ledger: str | None,
+    out: Path | None = None,
+    lang: str | None = None,
+) -> str:
+    """The command that resumes this run (the same week, config and options)."""
     import shlex
 
     parts = ["dpllm", "weekly"]
@@ -260,6 +268,10 @@ def _resume_command(config: Path | None, week: str, *, demo: bool, ledger: str |
         parts.append("--demo")
     if ledger is not None:
         parts += ["--ledger", ledger]
+    if out is not None:
+        parts += ["--out", str(out.resolve())]
+    if lang is not None:
+        parts += ["--lang", lang]
     parts += ["--week", week]
     return shlex.join(parts)
 

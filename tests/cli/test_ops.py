@@ -395,3 +395,16 @@ def test_dry_run_lints_the_templates_and_exits_1_on_a_finding(
     code, out = invoke("weekly", "-c", str(config), "--week", WEEK, "--dry-run")
     assert code == 1 and "user.en.j2" in out and "lint finding" in out
     assert not (tmp_path / "reports").exists()
+
+
+def test_the_resume_command_repeats_the_runs_options(tmp_path: Path) -> None:
+    from dpllm.cli.weekly import _resume_command
+
+    cmd = _resume_command(
+        tmp_path / "my config.toml", WEEK, demo=False, ledger="postgresql://h/db",
+        out=tmp_path / "out", lang="zh",
+    )  # fmt: skip
+    assert cmd == (
+        f"dpllm weekly -c '{tmp_path / 'my config.toml'}' --ledger postgresql://h/db "
+        f"--out {tmp_path / 'out'} --lang zh --week {WEEK}"
+    )
