@@ -16,7 +16,8 @@ keeps working for code that does not know dpllm::
     │   ├── QueryFailed (BudgetError, RuntimeError)  failed after reading; charge stands
     │   ├── UnknownTicket (BudgetError, LookupError)   no such approval ticket
     │   └── LedgerError (BudgetError, RuntimeError)    ledger storage unusable
-    │       └── LedgerUnavailable (LedgerError, ConnectionError)
+    │       ├── LedgerUnavailable (LedgerError, ConnectionError)
+    │       └── RunLocked (LedgerError)              another process runs the same job
     ├── DataError (ValueError)                   bad data / SQL identifiers / sources
     │   ├── UnsafeIdentifier (DataError)         not a plain SQL name
     │   └── InvalidReport (DataError)            a malformed local-DP report
@@ -68,6 +69,7 @@ __all__ = [
     "QueryFailed",
     "RawReleaseError",
     "RedactionError",
+    "RunLocked",
     "TemplateError",
     "TemplateLintError",
     "TemplateSecurityError",
@@ -187,6 +189,17 @@ class LedgerError(BudgetError, RuntimeError):
 
 class LedgerUnavailable(LedgerError, ConnectionError):
     """The ledger's database cannot be reached. Nothing was charged."""
+
+
+class RunLocked(LedgerError):
+    """Another process holds the run lock of this job (the same week): nothing was done.
+
+    ``key`` names the lock (``weekly:<dataset>:<pool>:<week>``).
+    """
+
+    def __init__(self, message: str, *, key: str) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class DataError(DPLLMError, ValueError):

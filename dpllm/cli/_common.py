@@ -17,6 +17,21 @@ walks every command and enforces it):
   spaces when stdout is not a terminal; :func:`status` shows a spinner on a
   terminal and one plain line otherwise; colours follow ``NO_COLOR``.
 
+**One configuration.** A command that reads data, the ledger, pools, templates or the
+model takes ``-c/--config FILE`` (:data:`ConfigOption`). Without it, ``./dpllm.toml``
+is used when present, then the file ``$DPLLM_CONFIG`` names; with neither, dpllm's
+defaults (relative paths then resolve against the working directory). The environment
+overrides (``DPLLM_LEDGER``, ``OPENAI_*``, ``DPLLM_MODEL``) apply on top, here at the
+edge (:meth:`~dpllm.config.Settings.from_env`); nothing below the CLI reads them.
+
+**Either ledger.** :func:`open_ledger` turns the configured ledger URL (a path,
+``sqlite:///path`` or ``postgresql://…``) into its backend through
+:func:`dpllm.ledger.factory.open_ledger`; an unknown scheme is a
+:class:`~dpllm.errors.ConfigError`, never a file named like a URL.
+
+**Interruptions.** SIGTERM unwinds like Ctrl-C inside :func:`terminate_as_interrupt`
+(:class:`Terminated`, exit 143); what was kept and the command that resumes are printed.
+
 This module only imports Typer and the standard library at import time, so
 ``dpllm --help`` stays fast.
 """
@@ -26,13 +41,16 @@ from __future__ import annotations
 import codecs
 import functools
 import json
+import os
+import signal
 import sqlite3
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from enum import IntEnum
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -41,24 +59,44 @@ from typer.core import TyperArgument, TyperGroup, TyperOption
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
+    from dpllm.config import Settings
+    from dpllm.ledger.factory import ManagedLedger
+
 __all__ = [
+    "CONFIG_ENV",
+    "EXIT_BUDGET",
     "EXIT_CODES_HELP",
+    "EXIT_ERROR",
+    "EXIT_INTERRUPTED",
+    "EXIT_MODEL",
+    "EXIT_OK",
+    "EXIT_TERMINATED",
+    "EXIT_UNAVAILABLE",
+    "EXIT_USAGE",
     "HELP_OPTION_NAMES",
+    "ConfigOption",
     "DpllmGroup",
     "EncodingOption",
     "ExitCode",
     "JsonOption",
+    "LedgerOverride",
+    "Terminated",
     "console",
     "emit",
+    "exit_code",
     "exit_code_for",
     "fail",
+    "find_config",
     "info",
     "is_quiet",
     "is_verbose",
+    "load_settings",
+    "open_ledger",
     "print_json",
     "read_text_input",
     "status",
     "steps",
+    "terminate_as_interrupt",
 ]
 
 
@@ -80,13 +118,26 @@ class ExitCode(IntEnum):
     INTERNAL = 70
     """A bug in dpllm (an unexpected exception); ``--verbose`` prints the traceback."""
     INTERRUPTED = 130
-    """Interrupted (Ctrl-C)."""
+    """Interrupted (Ctrl-C / SIGINT); what was kept and how to resume are printed."""
+    TERMINATED = 143
+    """Terminated (SIGTERM); what was kept and how to resume are printed."""
+
+
+# The table as plain constants, for code that compares or returns codes.
+EXIT_OK = ExitCode.OK
+EXIT_ERROR = ExitCode.FINDINGS
+EXIT_USAGE = ExitCode.USAGE
+EXIT_BUDGET = ExitCode.BUDGET
+EXIT_UNAVAILABLE = ExitCode.UNAVAILABLE
+EXIT_MODEL = ExitCode.MODEL
+EXIT_INTERRUPTED = ExitCode.INTERRUPTED
+EXIT_TERMINATED = ExitCode.TERMINATED
 
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 findings (violations, lint, audit); 2 usage or input error; "
     "3 budget refused or queued (nothing spent); 4 data, ledger or port unavailable; "
-    "5 model failed; 70 internal error; 130 interrupted."
+    "5 model failed; 70 internal error; 130 interrupted; 143 terminated."
 )
 """The table in one line, printed at the foot of ``dpllm --help``."""
 
@@ -95,10 +146,14 @@ def exit_code_for(exc: BaseException) -> ExitCode:
     """The documented exit code of an exception that ends a command."""
     import dpllm.errors as e
 
+    if isinstance(exc, Terminated):
+        return ExitCode.TERMINATED
     if isinstance(exc, KeyboardInterrupt):
         return ExitCode.INTERRUPTED
     if isinstance(exc, e.BudgetError):
-        if isinstance(exc, e.LedgerError):
+        # The ledger unusable, locked by another run, or the same query being charged
+        # by another process right now: unavailable, retry later.
+        if isinstance(exc, e.LedgerError | e.ChargeInProgress):
             return ExitCode.UNAVAILABLE
         if isinstance(exc, e.UnknownTicket):
             return ExitCode.USAGE
@@ -472,3 +527,123 @@ def steps(title: str, *, total: int) -> Iterator[Any]:
     ) as progress:
         task = progress.add_task(title, total=total)
         yield lambda description: progress.update(task, description=description, advance=1)
+
+
+# -- configuration and ledger ---------------------------------------------------------
+
+CONFIG_ENV = "DPLLM_CONFIG"
+CONFIG_NAME = "dpllm.toml"
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help=f"The {CONFIG_NAME} (default: ./{CONFIG_NAME}, then ${CONFIG_ENV}, then defaults).",
+    ),
+]
+
+LedgerOverride = Annotated[
+    str | None,
+    typer.Option(
+        "--ledger",
+        help="Ledger URL: a file path, sqlite:///path or postgresql://user@host/db "
+        "(default: [ledger] url of the config, or $DPLLM_LEDGER).",
+    ),
+]
+
+
+def find_config(explicit: Path | None, *, cwd: Path, environ: Mapping[str, str]) -> Path | None:
+    """The config file a command reads: ``explicit``, ``cwd/dpllm.toml``, ``$DPLLM_CONFIG``.
+
+    Returns ``None`` when none applies (the command uses dpllm's defaults). A path
+    that does not exist is returned as is: loading it then fails with a clear error.
+    """
+    if explicit is not None:
+        return explicit
+    local = cwd / CONFIG_NAME
+    if local.is_file():
+        return local
+    named = environ.get(CONFIG_ENV, "").strip()
+    return Path(named) if named else None
+
+
+def load_settings(
+    explicit: Path | None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    ledger: str | None = None,
+) -> Settings:
+    """The settings of a command: the found config (or defaults), environment applied.
+
+    Args:
+        explicit: ``-c/--config``.
+        environ: the environment (default ``os.environ``; read here, at the edge).
+        cwd: the working directory (default: the process's).
+        ledger: a ``--ledger`` URL, which wins over the config and ``$DPLLM_LEDGER``
+            (a relative path is relative to the working directory).
+
+    Raises:
+        ConfigError: the config cannot be read or is invalid (field and line named).
+    """
+    import dataclasses
+
+    from dpllm.config import Settings
+
+    environ = os.environ if environ is None else environ
+    cwd = Path.cwd() if cwd is None else cwd
+    path = find_config(explicit, cwd=cwd, environ=environ)
+    settings = Settings.load(path) if path is not None else Settings(base_dir=str(cwd))
+    settings = settings.from_env(environ)
+    if ledger is not None:
+        from dpllm.ledger.factory import ledger_kind
+
+        if ledger_kind(ledger) == "sqlite" and "://" not in ledger:
+            ledger = str((cwd / ledger).resolve())
+        settings = dataclasses.replace(settings, ledger=ledger)
+    return settings
+
+
+def open_ledger(settings: Settings, *, create: bool = True) -> ManagedLedger:
+    """The ledger ``settings`` name, SQLite or PostgreSQL (see the module docstring).
+
+    Raises:
+        ConfigError: an unknown URL scheme. LedgerUnavailable: it cannot be opened.
+    """
+    from dpllm.ledger.factory import open_ledger as open_url
+
+    return open_url(settings.ledger, base_dir=settings.base_dir, create=create)
+
+
+def exit_code(error: BaseException) -> int:
+    """The exit code of an error, as an ``int`` (see :func:`exit_code_for`)."""
+    return int(exit_code_for(error))
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is, so it unwinds like Ctrl-C.
+
+    A ``KeyboardInterrupt`` is not an :class:`Exception`: the ledger treats it as an
+    interruption from outside (a charge it cuts short is kept, unreleased, for the
+    rerun to take over), never as a data-dependent failure.
+    """
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """While inside, SIGTERM raises :class:`Terminated` (the main thread only)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum: int, frame: FrameType | None) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

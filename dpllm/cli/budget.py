@@ -2,8 +2,10 @@
 
 Commands: ``show`` (balances per pool and window, and the worst-case loss of a
 user present in every window), ``history [--json]`` (the audit log),
-``pending``, ``approve ID [--from POOL]`` and ``deny ID``. Every command takes
-``--ledger PATH`` (default ``.dpllm/ledger.db``, or ``$DPLLM_LEDGER``).
+``pending``, ``approve ID [--from POOL]`` and ``deny ID``. Every command reads the
+ledger the configuration names (``-c/--config``, else ``./dpllm.toml``, else
+``$DPLLM_CONFIG``; ``$DPLLM_LEDGER`` overrides it) or ``--ledger URL``: an SQLite
+file or ``postgresql://…`` (see :mod:`dpllm.cli._common`).
 """
 
 from __future__ import annotations
@@ -11,16 +13,26 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from decimal import Decimal
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from dpllm.cli._common import JsonOption, emit, exit_code_for, fail, print_json
+from dpllm.cli._common import (
+    ConfigOption,
+    JsonOption,
+    emit,
+    exit_code_for,
+    fail,
+    load_settings,
+    open_ledger,
+    print_json,
+)
 from dpllm.errors import DPLLMError
 
 if TYPE_CHECKING:
     from dpllm.ledger.base import PoolSpec
-    from dpllm.ledger.sqlite import SQLiteLedger
+    from dpllm.ledger.factory import ManagedLedger
 
 __all__ = ["DEFAULT_LEDGER_PATH", "register"]
 
@@ -33,12 +45,11 @@ budget_app = typer.Typer(
 )
 
 LedgerOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--ledger",
-        envvar="DPLLM_LEDGER",
-        help="The ledger database file.",
-        show_default=True,
+        help="Ledger URL: a file path, sqlite:///path or postgresql://user@host/db "
+        "(default: the config's [ledger] url, or $DPLLM_LEDGER).",
     ),
 ]
 
@@ -52,13 +63,19 @@ def _fail(error: DPLLMError) -> NoReturn:
     raise fail(str(error), exit_code_for(error))
 
 
-def _open(path: str) -> SQLiteLedger:
-    from dpllm.ledger.sqlite import SQLiteLedger
-
+def _open(config: Path | None, ledger: str | None) -> tuple[ManagedLedger, str]:
+    """The ledger (never created here: these commands read or decide) and its name."""
     try:
-        return SQLiteLedger(path, create=False)
+        settings = load_settings(config, ledger=ledger)
+        return open_ledger(settings, create=False), _display(settings.ledger)
     except DPLLMError as exc:
         _fail(exc)
+
+
+def _display(url: str) -> str:
+    import re
+
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
 
 
 class _Printer:
@@ -95,7 +112,8 @@ def _as_epsilon(pool: PoolSpec, micro: int) -> str:
 
 @budget_app.command("show")
 def show(
-    ledger_path: LedgerOption = DEFAULT_LEDGER_PATH,
+    config: ConfigOption = None,
+    ledger_path: LedgerOption = None,
     window: Annotated[str | None, typer.Option(help="Only this window (2026-W47).")] = None,
     pool: Annotated[str | None, typer.Option(help="Only this pool.")] = None,
     as_json: JsonOption = False,
@@ -112,7 +130,7 @@ def show(
             parse_week(window)
         except DataError as exc:
             raise typer.BadParameter(str(exc), param_hint="--window") from None
-    ledger = _open(ledger_path)
+    ledger, name = _open(config, ledger_path)
     try:
         pools = {p.name: p for p in ledger.pools()}
         if pool is not None and pool not in pools:
@@ -128,7 +146,7 @@ def show(
     if as_json:
         print_json(
             {
-                "ledger": ledger_path,
+                "ledger": name,
                 "pools": [
                     {
                         "name": spec.name,
@@ -160,7 +178,7 @@ def show(
     if not pools:
         console.print("No pools are configured in this ledger yet.")
         return
-    table = Table(title=f"Privacy budget — {ledger_path}")
+    table = Table(title=f"Privacy budget — {name}")
     for heading in ("pool", "window", "spent", "remaining", "window cap", "lifetime"):
         table.add_column(heading, justify="left" if heading in ("pool", "window") else "right")
     for b in balances:
@@ -234,22 +252,23 @@ def show(
 
 @budget_app.command("history")
 def history(
-    ledger_path: LedgerOption = DEFAULT_LEDGER_PATH,
+    config: ConfigOption = None,
+    ledger_path: LedgerOption = None,
     as_json: JsonOption = False,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the most recent N.")] = None,
 ) -> None:
     """The audit log: every charge, refusal, refund, approval and cache hit."""
     from rich.table import Table
 
-    ledger = _open(ledger_path)
+    ledger, name = _open(config, ledger_path)
     try:
         events = ledger.history(limit=limit)
     except DPLLMError as exc:
         _fail(exc)
     if as_json:
-        typer.echo(json.dumps([asdict(e) for e in events], ensure_ascii=False, indent=2))
+        print_json([asdict(e) for e in events])
         return
-    table = Table(title=f"Audit log — {ledger_path}")
+    table = Table(title=f"Audit log — {name}")
     for heading in ("time", "event", "analyst", "pool", "window", "query id", "amount", "detail"):
         table.add_column(heading)
     for e in events:
@@ -262,14 +281,15 @@ def history(
 
 @budget_app.command("pending")
 def pending(
-    ledger_path: LedgerOption = DEFAULT_LEDGER_PATH,
+    config: ConfigOption = None,
+    ledger_path: LedgerOption = None,
     show_all: Annotated[bool, typer.Option("--all", help="Include decided tickets.")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Requests waiting for approval."""
     from rich.table import Table
 
-    ledger = _open(ledger_path)
+    ledger, name = _open(config, ledger_path)
     try:
         tickets = ledger.pending(status=None if show_all else "pending")
     except DPLLMError as exc:
@@ -320,7 +340,8 @@ def _decision(status: str, ticket: str, request: Any, by: str) -> dict[str, Any]
 @budget_app.command("approve")
 def approve(
     ticket: Annotated[str, typer.Argument(help="The ticket id (see `dpllm budget pending`).")],
-    ledger_path: LedgerOption = DEFAULT_LEDGER_PATH,
+    config: ConfigOption = None,
+    ledger_path: LedgerOption = None,
     from_pool: Annotated[
         str | None,
         typer.Option("--from", help="Reserve pool to move the budget from (default: its reserve)."),
@@ -329,7 +350,7 @@ def approve(
     as_json: JsonOption = False,
 ) -> None:
     """Approve a queued request: move budget from a reserve; the query then runs once."""
-    ledger = _open(ledger_path)
+    ledger, name = _open(config, ledger_path)
     try:
         request = ledger.approve(ticket, approver=by, from_pool=from_pool)
     except DPLLMError as exc:
@@ -340,20 +361,22 @@ def approve(
     source = f" from {from_pool!r}" if from_pool else ""
     typer.echo(
         f"approved ticket {ticket}: {request.cost.describe()} for pool {request.pool!r} in "
-        f"{request.window}{source}. Run the same query again; it runs once."
+        f"{request.window}{source}. Run the same query (for a whole run's ticket, the same "
+        "command) again; it runs once."
     )
 
 
 @budget_app.command("deny")
 def deny(
     ticket: Annotated[str, typer.Argument(help="The ticket id (see `dpllm budget pending`).")],
-    ledger_path: LedgerOption = DEFAULT_LEDGER_PATH,
+    config: ConfigOption = None,
+    ledger_path: LedgerOption = None,
     reason: Annotated[str, typer.Option(help="Why, for the audit log.")] = "",
     by: Annotated[str, typer.Option("--by", help="Approver, for the audit log.")] = "admin",
     as_json: JsonOption = False,
 ) -> None:
     """Deny a queued request; retries of that query are refused."""
-    ledger = _open(ledger_path)
+    ledger, name = _open(config, ledger_path)
     try:
         request = ledger.deny(ticket, approver=by, reason=reason)
     except DPLLMError as exc:

@@ -1,10 +1,13 @@
 """``dpllm plan``: interval widths and an ε split before anything is spent; burn simulation.
 
-``dpllm plan [--config dpllm.toml]`` prints each planned query's expected 95%
-interval and a suggested split of the plan pool's window cap;
+``dpllm plan [-c dpllm.toml]`` prints each planned query's expected 95%
+interval and a suggested split of the plan pool's window cap; with ``--week W`` it
+also reads the configured ledger (SQLite or PostgreSQL, ``--ledger URL``
+overrides) and says what the plan pool has left in that week and whether the plan
+fits (reading only);
 ``dpllm plan simulate --schedule FILE`` replays weeks of releases against a
 throw-away ledger with the configured pools and plots the remaining budget.
-Neither reads any data nor touches the real ledger.
+Neither reads any data; neither writes to the real ledger.
 """
 
 from __future__ import annotations
@@ -14,7 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from dpllm.cli._common import ExitCode, JsonOption, emit, fail, info, print_json
+from dpllm.cli._common import (
+    ConfigOption,
+    ExitCode,
+    JsonOption,
+    LedgerOverride,
+    emit,
+    fail,
+    find_config,
+    info,
+    load_settings,
+    print_json,
+)
 
 if TYPE_CHECKING:
     from dpllm.assess.planning import SimulatedWeek
@@ -33,13 +47,12 @@ def register(app: typer.Typer) -> None:
     app.add_typer(group)
 
 
-def _settings(config: Path) -> Settings:
-    from dpllm.config import Settings
+def _settings(config: Path | None, ledger: str | None = None) -> Settings:
+    import os
 
-    if config.exists():
-        return Settings.load(config)
-    info(f"note: {config} not found; planning with dpllm's default plan and pools")
-    return Settings()
+    if find_config(config, cwd=Path.cwd(), environ=os.environ) is None:
+        info("note: no dpllm.toml found; planning with dpllm's default plan and pools")
+    return load_settings(config, ledger=ledger)
 
 
 def _parse_targets(values: list[str]) -> dict[str, float]:
@@ -59,13 +72,17 @@ def _parse_targets(values: list[str]) -> dict[str, float]:
 
 def plan(
     ctx: typer.Context,
-    config: Path = typer.Option(Path("dpllm.toml"), help="The dpllm.toml with the plan and pools."),
+    config: ConfigOption = None,
     users: int = typer.Option(500, min=1, help="Assumed active users per window (public guess)."),
     records_per_user: float = typer.Option(3.0, min=1.0, help="Assumed records per user."),
     mean_rating: float = typer.Option(3.5, min=1.0, max=5.0, help="Assumed mean rating."),
     target: list[str] = typer.Option(  # noqa: B008
         [], help="Relative half-width wanted, e.g. mean_rating=2% (repeatable)."
     ),
+    week: str | None = typer.Option(
+        None, "--week", help="Also read the ledger: what the plan pool has left in this week."
+    ),
+    ledger: LedgerOverride = None,
     as_json: JsonOption = False,
 ) -> None:
     """Expected 95% intervals of the configured plan, and a suggested ε split."""
@@ -77,7 +94,7 @@ def plan(
     from dpllm.errors import DPLLMError
 
     try:
-        settings = _settings(config)
+        settings = _settings(config, ledger)
         pop = Population(users=users, records_per_user=records_per_user, mean_rating=mean_rating)
         pool = plan_pool(settings)
         budget = pool.window_cap / 1_000_000
@@ -153,6 +170,8 @@ def plan(
         caps = [p.lifetime_cap for p in settings.default_pools if p.lifetime_cap is not None]
         weeks = min(caps) / 1_000_000 / total if total > 0 else float("inf")
         console.print(f"the tightest lifetime cap lasts ≈ {weeks:.0f} weeks at the planned spend")
+    if week is not None:
+        _ledger_position(console, settings, week, total)
     console.print("Widths come from each query's own calibration; no data was read.")
 
 
@@ -161,6 +180,34 @@ class _Console:
 
     def print(self, item: object) -> None:
         emit(item)  # type: ignore[arg-type]
+
+
+def _ledger_position(console: _Console, settings: Settings, week: str, total: float) -> None:
+    """What the plan pool (and its parents) have left in ``week``, read from the ledger."""
+    from dpllm.cli._common import exit_code_for, open_ledger
+    from dpllm.errors import DPLLMError, UnknownPool
+    from dpllm.weekly.wiring import pool_path
+    from dpllm.windows import parse_week
+
+    try:
+        parse_week(week)
+        ledger = open_ledger(settings, create=False)
+        try:
+            for spec in pool_path(settings):
+                sym = "ε" if spec.measure.value == "pure" else "ρ"
+                try:
+                    left = ledger.balance(spec.name, week).remaining / 1_000_000
+                except UnknownPool:
+                    left = spec.window_cap / 1_000_000
+                verdict = "fits" if total <= left + 1e-12 else "does NOT fit"
+                console.print(
+                    f"ledger: pool {spec.name!r} has {sym} {left:g} left in {week}; "
+                    f"the plan ({sym} {total:.3g}) {verdict}"
+                )
+        finally:
+            ledger.close()
+    except DPLLMError as exc:
+        raise fail(str(exc), exit_code_for(exc)) from exc
 
 
 def _plot(weeks: list[SimulatedWeek], out: Path, *, title: str, sym: str) -> None:
@@ -208,7 +255,7 @@ def burn_figure(weeks: list[SimulatedWeek], *, title: str, sym: str) -> Any:
 
 def simulate(
     schedule: Path = typer.Option(..., exists=True, dir_okay=False, help="Schedule TOML file."),
-    config: Path = typer.Option(Path("dpllm.toml"), help="The dpllm.toml with the plan and pools."),
+    config: ConfigOption = None,
     out: Path = typer.Option(Path("plan-simulation.png"), help="Where to write the PNG."),
     fail_on_exhaust: bool = typer.Option(
         False, help="Exit 3 (budget refused) when any simulated release would be refused."

@@ -1,16 +1,27 @@
 """``dpllm serve``: run the OpenAI-compatible proxy; ``dpllm serve hash-key``: hash an API key.
 
-The server reads ``dpllm.toml`` and the environment (``OPENAI_API_KEY``,
+The server reads its configuration (``-c FILE``, else ``./dpllm.toml``, else
+``$DPLLM_CONFIG``), whose ``[ledger] url`` may be an SQLite file or a
+``postgresql://`` ledger that several replicas share, and the environment (``OPENAI_API_KEY``,
 ``OPENAI_BASE_URL``, ``DPLLM_MODEL``, ``DPLLM_LEDGER``) here, at the edge.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from dpllm.cli._common import ExitCode, JsonOption, exit_code_for, fail, print_json
+from dpllm.cli._common import (
+    ConfigOption,
+    ExitCode,
+    JsonOption,
+    exit_code_for,
+    fail,
+    find_config,
+    print_json,
+)
 
 __all__ = ["register", "serve_app", "worker_app"]
 
@@ -24,9 +35,7 @@ serve_app = typer.Typer(
 @serve_app.callback()
 def serve(
     ctx: typer.Context,
-    config: Annotated[
-        str, typer.Option("--config", help="The dpllm.toml to serve.")
-    ] = "dpllm.toml",
+    config: ConfigOption = None,
     host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to bind.")] = 8000,
     log_level: Annotated[str, typer.Option("--log-level", help="info, warning, error")] = "info",
@@ -58,9 +67,17 @@ def serve(
         raise typer.Exit(code=2) from None
     import uvicorn
 
+    from dpllm.errors import ConfigError
+
     _check_port(host, port)
     try:
-        settings = Settings.load(config).from_env(os.environ)
+        found = find_config(config, cwd=Path.cwd(), environ=os.environ)
+        if found is None:
+            raise ConfigError(
+                "no dpllm.toml here and $DPLLM_CONFIG is not set; the server needs its "
+                "[[server.keys]]: pass -c FILE, or create one with `dpllm init`"
+            )
+        settings = Settings.load(found).from_env(os.environ)
         if not settings.api_keys:
             typer.echo(
                 "warning: no [[server.keys]] configured: every request will be refused (401). "
@@ -71,7 +88,7 @@ def serve(
         if workers > 1:
             # Each worker process builds its own app from the same config file
             # (validated above, so a bad file fails here, once, not per worker).
-            os.environ[_CONFIG_ENV] = os.path.abspath(config)
+            os.environ[_CONFIG_ENV] = os.path.abspath(found)
             uvicorn.run(
                 f"{__name__}:worker_app",
                 factory=True,

@@ -1,37 +1,54 @@
 """``dpllm stats``: release the weekly feedback statistics, charged to the ledger.
 
+It reads the same configuration as every command (``-c``, ``./dpllm.toml``,
+``$DPLLM_CONFIG``; see :mod:`dpllm.cli._common`): the same data, plan (ε and
+bounds per query), pools, dataset id and ledger as ``dpllm weekly``, so a figure
+``stats`` released is the one the weekly job finds in the cache, and the other way
+round. ``--data``, ``--table``, ``--courses``, ``--pool`` and ``--ledger`` override
+the configuration (``--data`` names the dataset by its absolute path).
+
 Reruns are free: each (query, dataset, week) is released once and then served
 from the ledger's release cache.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from dpllm.cli._common import JsonOption, emit, exit_code_for, fail, print_json, status
+from dpllm.cli._common import (
+    ConfigOption,
+    ExitCode,
+    JsonOption,
+    emit,
+    exit_code_for,
+    fail,
+    load_settings,
+    print_json,
+    status,
+)
 
 if TYPE_CHECKING:
-    from dpllm.data.engines import Engine
+    from dpllm.config import Settings
     from dpllm.release import Release
 
 __all__ = ["register"]
 
-DEFAULT_POOL_CAP = 2.0
-"""ε per window of the pool ``dpllm stats`` creates when it does not exist yet."""
 
-
-def _engine(data: str) -> Engine:
-    from dpllm.data.engines import DuckDBEngine, PostgresEngine, SQLiteEngine
-
+def _with_data(settings: Settings, data: str) -> Settings:
+    """``settings`` reading ``data``: a postgresql:// DSN, a DuckDB/Parquet/CSV or SQLite file."""
     if data.startswith(("postgresql://", "postgres://")):
-        return PostgresEngine(data)
-    lower = data.lower()
-    if lower.endswith((".duckdb", ".parquet", ".csv", ".tsv")):
-        return DuckDBEngine(data)
-    return SQLiteEngine(data)
+        d = dataclasses.replace(settings.data, source="postgres", dsn=data, dataset_id=data)
+    else:
+        source = (
+            "duckdb" if data.lower().endswith((".duckdb", ".parquet", ".csv", ".tsv")) else "sqlite"
+        )
+        path = os.path.abspath(data)
+        d = dataclasses.replace(settings.data, source=source, path=path, dataset_id=path)
+    return dataclasses.replace(settings, data=d)
 
 
 def _rows(name: str, rel: Release, *, free: bool) -> list[tuple[str, str, str, str, str, str]]:
@@ -60,63 +77,105 @@ def _rows(name: str, rel: Release, *, free: bool) -> list[tuple[str, str, str, s
 
 def stats(
     week: Annotated[str, typer.Option("--week", help="ISO week, e.g. 2026-W47.")],
+    config: ConfigOption = None,
     data: Annotated[
-        str,
-        typer.Option("--data", help="SQLite/DuckDB/Parquet/CSV file, or a postgresql:// DSN."),
-    ] = "demo.db",
-    ledger_path: Annotated[
-        str, typer.Option("--ledger", envvar="DPLLM_LEDGER", help="The ledger database file.")
-    ] = ".dpllm/ledger.db",
+        str | None,
+        typer.Option(
+            "--data",
+            help="SQLite/DuckDB/Parquet/CSV file, or a postgresql:// DSN (default: [data]).",
+        ),
+    ] = None,
+    ledger: Annotated[
+        str | None,
+        typer.Option(
+            "--ledger",
+            help="Ledger URL: a file path, sqlite:///path or postgresql://user@host/db "
+            "(default: [ledger] url, or $DPLLM_LEDGER).",
+        ),
+    ] = None,
     query: Annotated[
         list[str] | None, typer.Option("--query", help="Only this query (repeatable).")
     ] = None,
-    pool: Annotated[str, typer.Option("--pool", help="The ledger pool to charge.")] = "stats",
-    table: Annotated[str, typer.Option("--table", help="The feedback table.")] = "feedback",
+    pool: Annotated[
+        str | None, typer.Option("--pool", help="The pool to charge (default: [plan] pool).")
+    ] = None,
+    table: Annotated[
+        str | None, typer.Option("--table", help="The feedback table (default: [data] table).")
+    ] = None,
     courses: Annotated[
-        str, typer.Option("--courses", help="Public course list (comma-separated).")
-    ] = "",
+        str | None, typer.Option("--courses", help="Public course list (comma-separated).")
+    ] = None,
     as_json: JsonOption = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Open the data and the ledger and print each query's cost, expected "
+            "interval and the pools' balance after the run; spend nothing.",
+        ),
+    ] = False,
 ) -> None:
-    """Release the weekly statistics of WEEK with intervals and costs.
-
-    With --json: a releases document (schema dpllm.releases/1, the format
-    dpllm guard check -r reads), with the pool's budget under "budget".
-    """
-    from dpllm.data.sql import ColumnMap
-    from dpllm.data.stats import StatsRunner, default_catalogue, rating_shares
+    """Release the weekly statistics of WEEK with intervals and costs."""
+    from dpllm.config import PlanQuery
+    from dpllm.data.stats import COURSE_FEEDBACK_EPSILON, rating_shares
     from dpllm.errors import DPLLMError
-    from dpllm.ledger.base import PoolSpec
-    from dpllm.ledger.sqlite import SQLiteLedger
-    from dpllm.release import Measure, releases_document, to_micro
+    from dpllm.release import releases_document
+    from dpllm.weekly.job import WeeklyJob
+    from dpllm.windows import parse_week
 
     try:
-        course_list = tuple(c.strip() for c in courses.split(",") if c.strip())
-        columns = ColumnMap(table=table, course="course" if course_list else None)
-        catalogue = default_catalogue(courses=course_list)
-        wanted = query or list(catalogue)
-        unknown = [q for q in wanted if q not in catalogue]
-        if unknown:
-            raise typer.BadParameter(
-                f"unknown query {', '.join(unknown)}; choose from {', '.join(catalogue)}"
+        parse_week(week)
+        settings = load_settings(config, ledger=ledger)
+        if data is not None:
+            settings = _with_data(settings, data)
+        if table is not None:
+            settings = dataclasses.replace(
+                settings, data=dataclasses.replace(settings.data, table=table)
             )
-        engine = _engine(data)
-        ledger = SQLiteLedger(ledger_path)
-        if pool not in {p.name for p in ledger.pools()}:
-            ledger.ensure_pool(PoolSpec(pool, Measure.PURE, window_cap=to_micro(DEFAULT_POOL_CAP)))
-        salt_hex = os.environ.get("DPLLM_SALT")
-        runner = StatsRunner(
-            engine,
-            ledger,
-            dataset_id=os.path.abspath(data) if "://" not in data else data,
-            pool=pool,
-            columns=columns,
-            salt=bytes.fromhex(salt_hex) if salt_hex else None,
+        course_list = settings.data.courses
+        if courses is not None:
+            course_list = tuple(c.strip() for c in courses.split(",") if c.strip())
+            settings = dataclasses.replace(
+                settings, data=dataclasses.replace(settings.data, courses=course_list)
+            )
+        names = [q.name for q in settings.plan]
+        if course_list and "course_feedback" not in names:
+            plan = (*settings.plan, PlanQuery("course_feedback", COURSE_FEEDBACK_EPSILON))
+            settings = dataclasses.replace(settings, plan=plan)
+            names.append("course_feedback")
+        if pool is not None:
+            settings = dataclasses.replace(settings, plan_pool=pool)
+        salt = os.environ.get("DPLLM_SALT", "")
+        if salt and not settings.bounds.salt:  # the key of the per-user choices (a secret)
+            settings = dataclasses.replace(
+                settings, bounds=dataclasses.replace(settings.bounds, salt=salt)
+            )
+    except DPLLMError as exc:
+        raise fail(str(exc), ExitCode.USAGE) from None
+    wanted = query or names
+    unknown = [q for q in wanted if q not in names]
+    if unknown:
+        raise typer.BadParameter(
+            f"unknown query {', '.join(unknown)}; the plan has {', '.join(names)}",
+            param_hint="--query",
         )
-        with status(f"computing DP statistics for {week} (cached releases are free)"):
-            releases = runner.release_all({q: catalogue[q] for q in wanted}, week)
-        balance = ledger.balance(pool, week)
+    try:
+        with WeeklyJob(settings, courses=course_list) as job:
+            job.plan = {n: job.plan[n] for n in wanted}
+            if dry_run:
+                from dpllm.cli.weekly import _print_dry_run, dry_run_of
+
+                result, users = dry_run_of(job, week)
+                _print_dry_run(result, settings, users)
+                if not result.fits:
+                    raise typer.Exit(ExitCode.BUDGET)
+                return
+            with status(f"computing DP statistics for {week} (cached releases are free)"):
+                releases = job.release(week)
+            balance = job.ledger.balance(settings.plan_pool, week)
     except DPLLMError as exc:
         raise fail(str(exc), exit_code_for(exc)) from None
+    pool = settings.plan_pool
     derived: dict[str, Release] = {}
     if "rating_histogram" in releases:
         derived = rating_shares(releases["rating_histogram"])
@@ -126,7 +185,7 @@ def stats(
             "pool": pool,
             "window": week,
             "spent_micro": balance.spent,
-            "window_cap_micro": balance.window_cap,
+            "window_cap_micro": balance.effective_cap,
         }
         print_json(payload)
         return
@@ -138,9 +197,9 @@ def stats(
     for name, rel in {**releases, **derived}.items():
         for row in _rows(name, rel, free=name in derived):
             t.add_row(*row)
-    spent = balance.spent / 1e6
-    cap = balance.window_cap / 1e6
     emit(t)
+    spent = balance.spent / 1e6
+    cap = balance.effective_cap / 1e6
     typer.echo(
         f"pool {pool!r}, window {week}: ε spent {spent:g} of {cap:g} "
         "(shares are post-processing of the histogram: free; reruns are served from the cache)"

@@ -1,9 +1,5 @@
 """``dpllm weekly`` (the weekly summary job) and ``dpllm init`` (a commented dpllm.toml).
 
-Exit codes of ``dpllm weekly`` (the table of every command, ``dpllm --help``;
-``docs/cli-conventions.md``):
-
-====  ==========================================================================
 0     done: the report is written
 2     configuration, template or usage error (the message names the field and line)
 3     privacy budget exhausted or queued: nothing was spent; the message shows
@@ -11,6 +7,22 @@ Exit codes of ``dpllm weekly`` (the table of every command, ``dpllm --help``;
 4     data or ledger unavailable: missing source, unknown column, refused data;
       a ledger that is unreadable, locked or of a newer schema; an unwritable folder
 5     model failure: the message says whether a fallback report was written
+=======
+Exit codes of ``dpllm weekly`` (the table of every command: ``dpllm --help``,
+``docs/cli-conventions.md``):
+
+====  ==========================================================================
+0     done: the report is written (or, with ``--dry-run``, the run fits)
+1     any other error (redaction, guard, output folder); no report
+2     usage or input error: bad option, config (field and line named), week,
+      template
+3     privacy budget refused or queued for approval: nothing was spent; the
+      message shows what the plan asked and what is left
+4     the data or the ledger is unavailable (missing source, unreachable or
+      unusable ledger, another run of the same week holds its lock)
+5     model failure: the message says whether a fallback report was written
+130   interrupted (SIGINT); 143 terminated (SIGTERM): the message says what was
+      kept and the command that resumes the run
 ====  ==========================================================================
 """
 
@@ -24,11 +36,33 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from dpllm.cli._common import ExitCode, JsonOption, exit_code_for, fail, info, is_quiet, print_json
+from dpllm.cli._common import (
+    EXIT_BUDGET,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_MODEL,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    ConfigOption,
+    ExitCode,
+    JsonOption,
+    LedgerOverride,
+    exit_code,
+    exit_code_for,
+    fail,
+    info,
+    is_quiet,
+    load_settings,
+    print_json,
+    terminate_as_interrupt,
+)
 
 if TYPE_CHECKING:
     from dpllm.config import Settings
-    from dpllm.weekly.job import WeeklyReport
+    from dpllm.weekly.dryrun import DryRun
+    from dpllm.weekly.job import WeeklyJob, WeeklyReport
 
 __all__ = [
     "DEMO_DIR",
@@ -36,30 +70,31 @@ __all__ = [
     "EXIT_CONFIG",
     "EXIT_DATA",
     "EXIT_ERROR",
+    "EXIT_INTERRUPTED",
     "EXIT_LEDGER",
     "EXIT_MODEL",
     "EXIT_OK",
+    "EXIT_TERMINATED",
     "demo_settings",
+    "dry_run_of",
     "example_config",
     "last_complete_week",
     "register",
 ]
 
-EXIT_OK = int(ExitCode.OK)
-EXIT_ERROR = int(ExitCode.UNAVAILABLE)  # kept for callers; there is no "other error" code now
-EXIT_CONFIG = int(ExitCode.USAGE)
-EXIT_BUDGET = int(ExitCode.BUDGET)
-EXIT_MODEL = int(ExitCode.MODEL)
-EXIT_DATA = int(ExitCode.UNAVAILABLE)
-EXIT_LEDGER = int(ExitCode.UNAVAILABLE)
+EXIT_CONFIG = EXIT_USAGE
+EXIT_DATA = EXIT_UNAVAILABLE
+EXIT_LEDGER = EXIT_UNAVAILABLE
 
 DEMO_DIR = "dpllm-demo"
 TREND_QUERIES = ("mean_rating", "feedback_count")
 
 _EXIT_HELP = (
-    "Exit codes: 0 done; 2 config or usage error; 3 budget exhausted or queued (nothing "
-    "spent); 4 data or ledger unavailable; 5 model failure (the message says whether a "
-    "fallback report was written)."
+    "Exit codes: 0 done; 1 other error (no report); 2 usage, config, week or template "
+    "error; 3 budget exhausted or queued for approval (nothing spent); 4 data or ledger "
+    "unavailable, or the week is being run by another process; 5 model failure (the "
+    "message says whether a fallback report was written); 130 interrupted, 143 "
+    "terminated (what was kept and how to resume are printed)."
 )
 
 
@@ -100,10 +135,7 @@ def _ensure_demo_data(settings: Settings) -> bool:
 
 
 def weekly(
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", "-c", help="The dpllm.toml (default: ./dpllm.toml)."),
-    ] = None,
+    config: ConfigOption = None,
     week: Annotated[
         str | None, typer.Option("--week", help="ISO week to report on, e.g. 2026-W47.")
     ] = None,
@@ -111,7 +143,8 @@ def weekly(
         bool,
         typer.Option(
             "--last-complete",
-            help="Report on the last ISO week that ended before today (the default).",
+            help="Report on the last complete ISO week (the one that ended before today, "
+            "UTC); the default without --week. For schedulers.",
         ),
     ] = False,
     demo: Annotated[
@@ -125,16 +158,30 @@ def weekly(
         Path | None, typer.Option("--out", help="Output folder (overrides [output] dir).")
     ] = None,
     lang: Annotated[str | None, typer.Option("--lang", help="Report language, en or zh.")] = None,
+    ledger: LedgerOverride = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Lint the templates, open the data and the ledger, and print each "
+            "query's cost, expected interval and the pools' balance after the run; "
+            "spend and write nothing.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Turn a week of feedback into a DP report: report.md, report.json and charts.
 
     Every figure is a ledger-charged DP release (charged once per week: a rerun
     spends nothing and gives the same figures); the text is redacted and
-    precision-guarded.
+    precision-guarded. An interrupted run is resumed by the same command: what it
+    paid is taken over, nothing is charged twice. Exit codes: 0 done; 1 other
+    error (no report); 2 usage or input error; 3 budget exhausted or queued
+    (nothing spent); 4 data or ledger unavailable, or the week is locked by another
+    run; 5 model failure; 130/143 interrupted (the resume command is printed).
     """
-    from dpllm.config import Settings
-    from dpllm.errors import BudgetError, ConfigError, DPLLMError, LedgerError, ModelError
+    from dpllm.errors import ConfigError, DataError
+    from dpllm.windows import parse_week
 
     if week and last_complete:
         raise typer.BadParameter("give --week or --last-complete, not both", param_hint="--week")
@@ -142,37 +189,44 @@ def weekly(
         raise typer.BadParameter("must be en or zh", param_hint="--lang")
     try:
         if demo and config is None:
-            settings = demo_settings(DEMO_DIR, lang=lang or "en")
+            settings = demo_settings(DEMO_DIR, lang=lang or "en").from_env(os.environ)
         else:
-            settings = Settings.load(config or Path("dpllm.toml"))
+            settings = load_settings(config, ledger=ledger)
             if lang is not None:
                 settings = dataclasses.replace(settings, lang=lang)
-        settings = settings.from_env(os.environ)
         if out is not None:
             settings = dataclasses.replace(settings, output_dir=str(out.resolve()))
     except ConfigError as exc:
-        raise fail(str(exc), ExitCode.USAGE) from None
+        raise fail_with(EXIT_USAGE, str(exc)) from None
 
     from dpllm.data.demo import DEMO_COURSES, DEMO_END_WEEK
 
     if week is None:
         week = DEMO_END_WEEK if demo else last_complete_week(dt.datetime.now(dt.UTC).date())
-    _check_week(week)
     try:
-        if demo and _ensure_demo_data(settings):
-            info(f"generated demo data in {settings.resolve(settings.data.path)}")
-        report, folder = _run(settings, week, demo=demo, courses=DEMO_COURSES)
-    except (DPLLMError, OSError) as exc:
-        code = exit_code_for(exc)
-        if isinstance(exc, BudgetError) and not isinstance(exc, LedgerError):
-            message = f"privacy budget: {exc}"
-        elif isinstance(exc, ModelError):
-            message = f"model failure: {exc}; no report was written"
-        elif isinstance(exc, OSError):
-            message = f"cannot write the report: {exc}; no report was written"
-        else:
-            message = f"{exc}; no report was written"
-        raise fail(message, code) from None
+        parse_week(week)
+    except DataError as exc:
+        raise fail_with(EXIT_USAGE, str(exc)) from None
+    resume = _resume_command(config, week, demo=demo, ledger=ledger, out=out, lang=lang)
+    try:
+        with terminate_as_interrupt():
+            if demo and _ensure_demo_data(settings):
+                info(f"generated demo data in {settings.resolve(settings.data.path)}")
+            if dry_run:
+                _dry_run(settings, week, courses=DEMO_COURSES if demo else ())
+                return
+            report, folder = _run(
+                settings, week, demo=demo, courses=DEMO_COURSES, resume=resume
+            )
+    except _Interrupted as exc:
+        raise fail_with(exc.code, str(exc)) from None
+    except KeyboardInterrupt as exc:  # before the job opened: nothing was touched
+        code = exit_code(exc)
+        what = "terminated (SIGTERM)" if code == EXIT_TERMINATED else "interrupted"
+        raise fail_with(code, f"{what} before anything was charged. Run again: {resume}"
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - every error gets its exit code and message
+        raise _error(exc) from None
     if as_json:
         _json_summary(report, folder)
     else:
@@ -185,50 +239,193 @@ def weekly(
         )
 
 
-def _check_week(week: str) -> None:
-    from dpllm.errors import DataError
-    from dpllm.windows import parse_week
+def _error(exc: Exception) -> typer.Exit:
+    from dpllm.errors import BudgetError, BudgetPending, DPLLMError, LedgerError, ModelError
 
+    code = exit_code(exc)
+    if isinstance(exc, BudgetError) and not isinstance(exc, LedgerError):
+        prefix = "approval needed" if isinstance(exc, BudgetPending) else "privacy budget"
+        return fail_with(code, f"{prefix}: {exc}")
+    if isinstance(exc, ModelError):
+        return fail_with(code, f"model failure: {exc}; no report was written")
+    if isinstance(exc, DPLLMError | OSError):
+        suffix = "" if code in (EXIT_USAGE, EXIT_UNAVAILABLE) else "; no report was written"
+        return fail_with(code, f"{exc}{suffix}")
+    raise exc
+
+
+def _resume_command(
+    config: Path | None,
+    week: str,
+    *,
+    demo: bool,
+    ledger: str | None,
+    out: Path | None = None,
+    lang: str | None = None,
+) -> str:
+    """The command that resumes this run (the same week, config and options)."""
+    import shlex
+
+    parts = ["dpllm", "weekly"]
+    if config is not None:
+        parts += ["-c", str(config.resolve())]
+    if demo:
+        parts.append("--demo")
+    if ledger is not None:
+        parts += ["--ledger", ledger]
+    if out is not None:
+        parts += ["--out", str(out.resolve())]
+    if lang is not None:
+        parts += ["--lang", lang]
+    parts += ["--week", week]
+    return shlex.join(parts)
+
+
+class _Interrupted(Exception):
+    """An interruption, with what was kept; raised out of :func:`_run`."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _kept(job: WeeklyJob, week: str, signal_name: str, resume: str) -> str:
+    """What an interrupted run kept, and how to resume it."""
     try:
-        parse_week(week)
-    except DataError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--week") from None
+        states = job.states(week)
+    except Exception as exc:  # noqa: BLE001 - the ledger may be what was interrupted
+        return (
+            f"{signal_name} during the run of {week}; the ledger could not be read to say "
+            f"what was kept ({type(exc).__name__}). Nothing is charged twice on a rerun. "
+            f"Resume with: {resume}"
+        )
+    released = [n for n, st in states.items() if st == "released"]
+    paid = [n for n, st in states.items() if st == "paid"]
+    todo = [n for n, st in states.items() if st == "new"]
+    parts = [f"{signal_name} during the run of {week}; no report was written."]
+    parts.append(
+        f"Kept: {len(released)} release(s) stored"
+        + (f" ({', '.join(released)})" if released else "")
+        + f", {len(paid)} charge(s) paid but not released"
+        + (f" ({', '.join(paid)}: the rerun takes them over, not charging again)" if paid else "")
+        + f"; {len(todo)} query(ies) not charged"
+        + (f" ({', '.join(todo)})" if todo else "")
+        + "."
+    )
+    parts.append(f"Resume with: {resume}")
+    return " ".join(parts)
+
+
+def dry_run_of(job: WeeklyJob, week: str) -> tuple[DryRun, int]:
+    """The dry run of ``job`` for ``week``, expected intervals from a public guess."""
+    from dpllm.assess.planning import Population, expected_exact, predicted_half_width
+    from dpllm.data.queries import Query
+    from dpllm.weekly.dryrun import dry_run
+
+    population = Population()
+
+    def half_width(q: Query) -> float:
+        exact, _ = expected_exact(q, population)
+        return predicted_half_width(q, exact, confidence=job.settings.confidence)
+
+    return dry_run(job, week, half_width=half_width), population.users
+
+
+def _dry_run(settings: Settings, week: str, *, courses: tuple[str, ...]) -> None:
+    from dpllm.weekly.job import WeeklyJob
+
+    with WeeklyJob(settings, courses=courses) as job:
+        result, users = dry_run_of(job, week)
+    _print_dry_run(result, settings, users)
+    if result.lint:
+        raise typer.Exit(EXIT_ERROR)
+    if not result.fits:
+        raise typer.Exit(EXIT_BUDGET)
+
+
+def _print_dry_run(result: DryRun, settings: Settings, users: int) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    out = Console(highlight=False) if Console().is_terminal else Console(width=150)
+    level = f"{settings.confidence:.0%}"
+    table = Table(title=f"dry run of {result.week}: nothing is charged or written")
+    for col in ("query", "cost", "state", f"expected {level} ±", "stored interval"):
+        table.add_column(col)
+    notes = {
+        "released": "stored: free",
+        "paid": "paid earlier: taken over, free",
+        "failed": "failed after the read: closed",
+        "new": "would be charged",
+    }
+    for q in result.queries:
+        table.add_row(
+            q.name,
+            q.cost.describe(),
+            notes.get(q.state, q.state),
+            "" if q.half_width is None else f"{q.half_width:.3g}",
+            "" if q.interval is None else f"{q.interval[0]:.3g} – {q.interval[1]:.3g}",
+        )
+    out.print(table)
+    pools = Table(title="pools on the plan's path, this week")
+    for col in ("pool", "remaining now", "this run", "remaining after", "fits"):
+        pools.add_column(col)
+    for p in result.pools:
+        sym = p.now.symbol
+        pools.add_row(
+            p.now.pool,
+            f"{sym} {p.now.remaining:g}",
+            f"{sym} {p.needed:g}",
+            f"{sym} {p.after:g}",
+            "yes" if p.fits else "NO",
+        )
+    out.print(pools)
+    for finding in result.lint:
+        out.print(finding, markup=False)
+    verdict = "fits" if result.fits else "does NOT fit (the run would be refused or queued)"
+    out.print(
+        f"the run would charge {result.cost.describe()} and {verdict}; templates: "
+        + (f"{len(result.lint)} lint finding(s)" if result.lint else "lint clean")
+        + f". Expected intervals assume {users} active users (a public guess, not the data)."
+    )
 
 
 def _run(
-    settings: Settings, week: str, *, demo: bool, courses: tuple[str, ...]
+    settings: Settings, week: str, *, demo: bool, courses: tuple[str, ...], resume: str
 ) -> tuple[WeeklyReport, Path]:
     from dpllm.cli._common import steps
     from dpllm.weekly.job import WeeklyJob
     from dpllm.weekly.report import write_report
-    from dpllm.windows import parse_week, previous_weeks
+    from dpllm.windows import previous_weeks
 
-    parse_week(week)
     labels = {
         "statistics": "computing DP statistics (cached releases are free)",
         "render": "rendering the prompt",
         "redactor": "loading the redactor (Presidio, spaCy, jieba)",
         "generate": "writing, redacting and guarding the summary",
     }
-    with (
-        steps(f"weekly report {week}", total=len(labels) + 2) as advance,
-        WeeklyJob(settings, courses=courses if demo else ()) as job,
-    ):
+    with WeeklyJob(settings, courses=courses if demo else ()) as job:
+        try:
+            with steps(f"weekly report {week}", total=len(labels) + 2) as advance:
 
-        def step(name: str) -> None:
-            advance(labels.get(name, name))
+                def step(name: str) -> None:
+                    advance(labels.get(name, name))
 
-        if demo:
-            # The demo also releases the trend figures of the weeks before, so the trend
-            # chart has points (each week charged once, to its own window; reruns free).
-            step("trend weeks")
-            trend = {n: job.plan[n] for n in TREND_QUERIES if n in job.plan}
-            for earlier in previous_weeks(week, 8)[:-1]:
-                job.release(earlier, trend)
-        report = job.run(week, progress=step)
-        step("writing report.md, report.json and the charts")
-        folder = settings.resolve(settings.output_dir) / week
-        write_report(report, folder)
+                if demo:
+                    # The demo also releases the trend figures of the weeks before, so the
+                    # trend chart has points (each week charged once, to its own window).
+                    step("trend weeks")
+                    trend = {n: job.plan[n] for n in TREND_QUERIES if n in job.plan}
+                    for earlier in previous_weeks(week, 8)[:-1]:
+                        job.release(earlier, trend)
+                report = job.run(week, progress=step)
+                step("writing report.md, report.json and the charts")
+                folder = settings.resolve(settings.output_dir) / week
+                write_report(report, folder)
+        except KeyboardInterrupt as exc:
+            code = exit_code(exc)
+            name = "terminated (SIGTERM)" if code == EXIT_TERMINATED else "interrupted (SIGINT)"
+            raise _Interrupted(_kept(job, week, name, resume), code) from None
     return report, folder
 
 
@@ -241,8 +438,15 @@ def _summary(report: WeeklyReport, folder: Path) -> None:
     typer.echo()
     if report.fresh:
         spent = f"charged {report.spent.describe()} for {len(report.fresh)} new release(s)"
+    elif report.resumed:
+        spent = "charged nothing new"
     else:
         spent = "spent nothing (every release came from the ledger's cache)"
+    if report.resumed:
+        spent += (
+            f"; resumed {len(report.resumed)} release(s) paid before this run, by an "
+            f"interrupted run or an approval ({', '.join(report.resumed)}), not charged again"
+        )
     left = "; ".join(f"{b.pool} {b.symbol} {b.remaining:g} left" for b in report.budget)
     typer.echo(f"{report.week}: {spent}; {left} this week.")
     gen = report.generation
@@ -252,6 +456,11 @@ def _summary(report: WeeklyReport, folder: Path) -> None:
         f"{redacted} item(s) redacted; text from {describe_source(report)}."
     )
     typer.echo(f"report: {folder / 'report.md'} (+ report.json, charts)")
+
+
+def fail_with(code: int, message: str) -> typer.Exit:
+    """``error: message`` on stderr and the exit of ``code`` (see :func:`fail`)."""
+    return fail(message, ExitCode(code))
 
 
 def _json_summary(report: WeeklyReport, folder: Path) -> None:

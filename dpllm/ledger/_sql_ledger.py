@@ -505,10 +505,40 @@ class SQLLedger(SQLBase):
         return _approvals.tickets(self, status=status)
 
     def approve(
-        self, ticket: str, *, approver: str = "admin", from_pool: str | None = None
+        self,
+        ticket: str,
+        *,
+        approver: str = "admin",
+        from_pool: str | None = None,
+        ttl: float = _approvals.DEFAULT_TICKET_TTL,
     ) -> PendingRequest:
         """Approve a queued request; see :func:`dpllm.ledger._approvals.approve`."""
-        return _approvals.approve(self, ticket, approver=approver, from_pool=from_pool)
+        return _approvals.approve(self, ticket, approver=approver, from_pool=from_pool, ttl=ttl)
+
+    def request_run(
+        self,
+        *,
+        run_id: str,
+        pool: str,
+        window: str,
+        items: Sequence[_approvals.RunItem],
+        analyst: str = "default",
+        description: str = "",
+        reason: str = "the run does not fit",
+        ttl: float = _approvals.DEFAULT_TICKET_TTL,
+    ) -> BudgetError:
+        """File (or find) one approval ticket for a whole run; the error to raise.
+
+        See :func:`dpllm.ledger._approvals.request_run`. Spends nothing.
+        """
+        return _approvals.request_run(
+            self, run_id=run_id, pool=pool, window=window, items=items, analyst=analyst,
+            description=description, reason=reason, ttl=ttl,
+        )  # fmt: skip
+
+    def run_items(self, ticket: str) -> list[_approvals.RunItem]:
+        """The queries of a run's ticket with their costs (empty for a one-query ticket)."""
+        return _approvals.run_items(self, ticket)
 
     def deny(self, ticket: str, *, approver: str = "admin", reason: str = "") -> PendingRequest:
         """Deny a queued request; a retry of its query id is then refused."""

@@ -16,7 +16,7 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from dpllm.errors import LedgerError, LedgerUnavailable
@@ -191,6 +191,19 @@ class SQLiteBase(SQLBase):
                     )
         finally:
             conn.execute("PRAGMA foreign_keys = ON")
+
+    def run_lock(self, key: str) -> AbstractContextManager[None]:
+        """Hold the run lock ``key`` for a ``with`` block (see :mod:`dpllm.ledger.locks`).
+
+        An exclusive ``flock`` on ``<ledger>.locks/<key>.lock``: the kernel drops it
+        when the holder exits, however it exits.
+
+        Raises:
+            RunLocked: another process (or another lock in this one) holds ``key``.
+        """
+        from dpllm.ledger.locks import file_lock
+
+        return file_lock(Path(str(self.path) + ".locks"), key)
 
     def close(self) -> None:
         """Close this thread's connection (others close when their threads end)."""

@@ -75,6 +75,7 @@ __all__ = [
     "Ledger",
     "PendingRequest",
     "PoolSpec",
+    "RunItem",
     "iter_path",
     "release_once",
 ]
@@ -193,6 +194,15 @@ class PendingRequest:
     analyst: str
     description: str
     status: str  # pending | approved | denied | used
+
+
+@dataclass(frozen=True, slots=True)
+class RunItem:
+    """One query of a whole run's approval ticket: its query id, cost and description."""
+
+    query_id: str
+    cost: Cost
+    description: str
 
 
 @dataclass(frozen=True, slots=True)

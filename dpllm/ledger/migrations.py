@@ -28,7 +28,8 @@ The schema keeps the portable core of the design:
   and for a ``failed`` charge the class name of its exception (``0002``).
 * ``charge_parts`` — what a charge took from each pool on its path, in that
   pool's measure. ``Σ parts = spent`` for every (pool, window) at all times.
-* ``tickets`` — the approval queue.
+* ``tickets`` — the approval queue; ``ticket_items`` (``0005``) lists the queries
+  of a ticket filed for a whole run (the weekly job's plan), each with its cost.
 * ``local_reports`` — one row per (metric, window, user) of a local-DP report,
   with the ε the user spent on it; the user is stored only as a keyed hash
   (HMAC with a random per-ledger key kept in ``ledger_secrets``) (``0003``).
@@ -191,6 +192,19 @@ MIGRATIONS: tuple[Migration, ...] = (
     # PostgreSQL only (its one-round-trip charge function); SQLite charges in process,
     # where a statement costs no round trip. Kept so that both lists name the same steps.
     Migration(name="0004_charge_function", statements=()),
+    Migration(
+        name="0005_ticket_items",
+        statements=(
+            """CREATE TABLE ticket_items (
+                ticket TEXT NOT NULL REFERENCES tickets (ticket),
+                query_id TEXT NOT NULL,
+                measure TEXT NOT NULL,
+                micro INTEGER NOT NULL CHECK (micro > 0),
+                description TEXT NOT NULL,
+                PRIMARY KEY (ticket, query_id)
+            )""",
+        ),
+    ),
 )
 
 
@@ -393,6 +407,19 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
     Migration(name="0004_charge_function", statements=(CHARGE_FUNCTION,)),
+    Migration(
+        name="0005_ticket_items",
+        statements=(
+            """CREATE TABLE ticket_items (
+                ticket TEXT NOT NULL REFERENCES tickets (ticket),
+                query_id TEXT NOT NULL,
+                measure TEXT NOT NULL,
+                micro BIGINT NOT NULL CHECK (micro > 0),
+                description TEXT NOT NULL,
+                PRIMARY KEY (ticket, query_id)
+            )""",
+        ),
+    ),
 )
 
 

@@ -337,6 +337,20 @@ class PostgresLedger(SQLLedger):
         finally:
             self._checkin(raw)
 
+    def run_lock(self, key: str) -> AbstractContextManager[None]:
+        """Hold the run lock ``key`` for a ``with`` block (see :mod:`dpllm.ledger.locks`).
+
+        A session-level advisory lock on a connection of its own, held for the block;
+        the server drops it when that session ends, however the holder exits.
+
+        Raises:
+            RunLocked: another session holds ``key``.
+            LedgerUnavailable: the server cannot be reached.
+        """
+        from dpllm.ledger.locks import advisory_lock
+
+        return advisory_lock(self.url, key, connect_timeout=self._connect_timeout)
+
     def _owner(self) -> str:
         token: str | None = getattr(self._local, "token", None)
         if token is None or getattr(self._local, "pid", None) != os.getpid():

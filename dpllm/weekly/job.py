@@ -8,9 +8,12 @@ ISO week:
    catalogue and the template's declared releases, the data source and its columns;
 2. make sure the configured pools exist in the ledger;
 3. **check the budget for the whole plan first**: the releases of this week that are
-   not cached yet must fit every pool on the plan pool's path, else
+   not paid yet must fit every pool on the plan pool's path, else
    :class:`~dpllm.errors.BudgetExceeded` is raised before anything is charged (so a
-   refused run spends nothing, never half a plan);
+   refused run spends nothing, never half a plan). A query this week already *paid
+   for* — charged by an interrupted run of this job (paid, not released) or funded by
+   an approval — costs nothing more: the run takes that charge over (see
+   :mod:`dpllm.ledger.base`), so it is not counted against what is left;
 4. release the plan through :meth:`~dpllm.data.stats.StatsRunner.release_all` —
    count, active users, mean and histogram from one per-user read of the week,
    each still charged under its own query id; a query already released for this
@@ -22,13 +25,21 @@ ISO week:
 Privacy: each query of the plan costs its ε (or ρ) per user in the week's window,
 charged once per (query, dataset, week); a rerun of the same week spends nothing.
 Everything after step 4 is post-processing of releases and free.
+
+**Resuming.** A run interrupted anywhere (Ctrl-C, SIGTERM, ``kill -9``, a crash of
+the model call) is resumed by running it again: stored releases come back from the
+cache, charges the interrupted run paid are taken over (never charged twice), and
+the budget check counts neither. :meth:`WeeklyJob.states` says where each query is.
+Two runs of the same week do not overlap: :meth:`WeeklyJob.run` holds the ledger's
+run lock for the week (:mod:`dpllm.ledger.locks`).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +52,7 @@ from dpllm.data.queries import (
 )
 from dpllm.data.stats import StatsRunner, rating_shares
 from dpllm.errors import BudgetExceeded, ConfigError
-from dpllm.ledger.base import Balance, Ledger
+from dpllm.ledger.base import Balance, ChargeStatus, Ledger, RunItem
 from dpllm.privacy.noise import NoiseSource
 from dpllm.release import MICRO, Cost, Measure, Release
 from dpllm.weekly.wiring import (
@@ -59,6 +70,10 @@ from dpllm.windows import parse_week, previous_weeks
 
 __all__ = [
     "DERIVED",
+    "FAILED",
+    "NEW",
+    "PAID",
+    "RELEASED",
     "PoolBudget",
     "WeeklyJob",
     "WeeklyReport",
@@ -77,6 +92,9 @@ TREND_WEEKS = 8
 """How many weeks (this one included) the trend chart looks back over."""
 
 Progress = Callable[[str], None]
+
+RELEASED, PAID, FAILED, NEW = "released", "paid", "failed", "new"
+"""A plan query's state in a week (:meth:`WeeklyJob.states`)."""
 
 
 def _no_progress(step: str) -> None:
@@ -133,6 +151,8 @@ class WeeklyReport:
         timings: seconds per step.
         history: this job's cached releases of earlier weeks (for the trend chart),
             ``{query name: {week: release}}``; reading them spent nothing.
+        resumed: names released on charges paid before this run (an interrupted
+            run's, or an approval's), taken over without charging again.
     """
 
     week: str
@@ -148,6 +168,7 @@ class WeeklyReport:
     model: str
     timings: Mapping[str, float]
     history: Mapping[str, Mapping[str, Release]] = field(default_factory=dict)
+    resumed: tuple[str, ...] = ()
 
     @property
     def text(self) -> str:
@@ -157,7 +178,7 @@ class WeeklyReport:
     @property
     def cached(self) -> tuple[str, ...]:
         """Names of the releases served from the ledger's cache (no charge)."""
-        return tuple(n for n in self.releases if n not in self.fresh)
+        return tuple(n for n in self.releases if n not in self.fresh and n not in self.resumed)
 
     @property
     def model_error(self) -> str | None:
@@ -285,12 +306,52 @@ class WeeklyJob:
             if self.ledger.get_release(self.runner.query_id(q, week)) is None
         }
 
+    def states(self, week: str, queries: Mapping[str, Query] | None = None) -> dict[str, str]:
+        """Where each plan query (or each of ``queries``) stands in ``week``.
+
+        Returns:
+            ``{name: state}``: ``"released"`` (stored: free, the same figure again),
+            ``"paid"`` (charged, not released — by an interrupted run, or funded by an
+            approval: the next run takes the charge over and pays nothing more),
+            ``"failed"`` (failed after reading the data: closed, see
+            :class:`~dpllm.errors.QueryFailed`) or ``"new"`` (to be charged).
+
+        Reads the ledger only.
+        """
+        queries = self.plan if queries is None else queries
+        unreleased = getattr(self.ledger, "unreleased", None)
+        open_charges = {r.query_id: r for r in unreleased()} if callable(unreleased) else {}
+        out: dict[str, str] = {}
+        for name, q in queries.items():
+            qid = self.runner.query_id(q, week)
+            record = open_charges.get(qid)
+            if record is not None:
+                out[name] = FAILED if record.status is ChargeStatus.FAILED else PAID
+            elif self.ledger.get_release(qid) is not None:
+                out[name] = RELEASED
+            else:
+                out[name] = NEW
+        return out
+
+    def to_pay(self, week: str, queries: Mapping[str, Query] | None = None) -> dict[str, Query]:
+        """The queries a run of ``week`` would charge: neither released nor already paid."""
+        queries = self.plan if queries is None else queries
+        states = self.states(week, queries)
+        return {n: q for n, q in queries.items() if states[n] == NEW}
+
     def check_budget(self, week: str, queries: Mapping[str, Query]) -> None:
         """Refuse the run, before any charge, when ``queries`` do not all fit.
 
+        ``queries`` are what the run would charge: neither released nor already paid
+        (:meth:`to_pay`), so the run's own interrupted charges never block it.
+
         Raises:
             BudgetExceeded: the first pool on the path (innermost first) that cannot take
-                the plan's cost; the message says what was asked and what is left.
+                the plan's cost; the message says what was asked and what is left — the
+                same ``remaining`` figure ``dpllm budget show`` prints.
+            BudgetPending: that pool queues (``on_exceed = "queue"``): **one** ticket
+                for the whole run, listing each query and its cost, was filed (or is
+                still pending); approving it lets exactly this plan run once.
 
         A concurrent spender can still take budget between this check and the charges;
         the ledger's own per-charge check stays the guarantee.
@@ -298,25 +359,52 @@ class WeeklyJob:
         if not queries:
             return
         for spec in pool_path(self.settings):
-            if spec.on_exceed == "queue":
-                continue  # the ledger queues the charges for approval instead
             needed = sum(q.cost.to_measure(spec.measure).micro for q in queries.values())
             balance = self.ledger.balance(spec.name, week)
-            if needed > balance.remaining:
-                sym = "ε" if spec.measure is Measure.PURE else "ρ"
-                asked = ", ".join(
-                    f"{n} {q.cost.to_measure(spec.measure).describe()}" for n, q in queries.items()
-                )
-                raise BudgetExceeded(
-                    f"pool {spec.name!r} has {sym} {balance.remaining / MICRO:g} left for "
-                    f"{week}, the plan asks {sym} {needed / MICRO:g} ({asked}); nothing was "
-                    "spent. Wait for the next window, raise the pool's cap in dpllm.toml, "
-                    "or lower the plan's ε",
-                    pool=spec.name,
-                    requested=needed / MICRO,
-                    remaining=balance.remaining / MICRO,
+            if needed <= balance.remaining:
+                continue
+            sym = "ε" if spec.measure is Measure.PURE else "ρ"
+            asked = ", ".join(
+                f"{n} {q.cost.to_measure(spec.measure).describe()}" for n, q in queries.items()
+            )
+            reason = (
+                f"pool {spec.name!r} has {sym} {balance.remaining / MICRO:g} left for "
+                f"{week}, the plan asks {sym} {needed / MICRO:g} ({asked}); nothing was spent"
+            )
+            request_run = getattr(self.ledger, "request_run", None)
+            if spec.on_exceed == "queue" and callable(request_run):
+                raise request_run(
+                    run_id=self.run_id(week, queries),
+                    pool=self.settings.plan_pool,
                     window=week,
+                    items=[
+                        RunItem(self.runner.query_id(q, week), q.cost, f"{n} ({week})")
+                        for n, q in sorted(
+                            queries.items(), key=lambda kv: self.runner.query_id(kv[1], week)
+                        )
+                    ],
+                    analyst=self.settings.analyst,
+                    description=f"weekly run of {week} on {self.settings.data.dataset_id}",
+                    reason=reason,
                 )
+            if spec.on_exceed == "queue":
+                continue  # a ledger without run tickets queues each charge instead
+            raise BudgetExceeded(
+                f"{reason}. Wait for the next window, raise the pool's cap in dpllm.toml, "
+                "or lower the plan's ε",
+                pool=spec.name,
+                requested=needed / MICRO,
+                remaining=balance.remaining / MICRO,
+                window=week,
+            )
+
+    def run_id(self, week: str, queries: Mapping[str, Query]) -> str:
+        """The id of a run's approval ticket: a fingerprint of the query ids it charges."""
+        import hashlib
+
+        ids = sorted(self.runner.query_id(q, week) for q in queries.values())
+        digest = hashlib.sha256("\n".join([self.settings.plan_pool, week, *ids]).encode())
+        return f"run:{digest.hexdigest()}"
 
     def budget(self, week: str) -> tuple[PoolBudget, ...]:
         """Each pool on the plan pool's path in ``week`` (reads the ledger only)."""
@@ -338,7 +426,9 @@ class WeeklyJob:
         for q in queries.values():
             self.runner.check(q)
         self.ensure_pools()
-        self.check_budget(week, {n: q for n, q in queries.items() if n in self.uncached(week)})
+        # Only what is neither released nor already paid: the run's own interrupted
+        # charges are taken over, not charged again, so they must not block it.
+        self.check_budget(week, self.to_pay(week, queries))
         # One read for the shareable queries; each is still charged (or served
         # from the cache) under its own query id.
         return self.runner.release_all(queries, week)
@@ -373,12 +463,35 @@ class WeeklyJob:
             DataError: bad week, source or column (nothing charged), or an engine
                 failure after the read (charged; no query fails because of a value).
             BudgetExceeded, BudgetPending: the plan does not fit (nothing charged).
+            RunLocked: another process runs this week (nothing done).
             TemplateError: the prompt cannot be rendered.
             RedactionError: the redactor cannot be built.
             GuardError: the fallback text itself breaks the guard.
 
         Privacy: the plan's cost per user in ``week``, charged once; a rerun is free.
         """
+        with self.run_lock(week):
+            return self._run(week, progress)
+
+    def run_key(self, week: str) -> str:
+        """The run lock's key: one per (dataset, plan pool, week)."""
+        return f"weekly:{self.settings.data.dataset_id}:{self.settings.plan_pool}:{week}"
+
+    @contextlib.contextmanager
+    def run_lock(self, week: str) -> Iterator[None]:
+        """Hold the ledger's run lock for ``week`` (a no-op on a ledger without one).
+
+        Raises:
+            RunLocked: another process runs this week now (nothing was done).
+        """
+        lock = getattr(self.ledger, "run_lock", None)
+        if not callable(lock):
+            yield
+            return
+        with lock(self.run_key(week)):
+            yield
+
+    def _run(self, week: str, progress: Progress) -> WeeklyReport:
         timings: dict[str, float] = {}
         clock = self._clock
         pending: concurrent.futures.Future[Redactor] | None = None
@@ -390,9 +503,10 @@ class WeeklyJob:
         try:
             progress("statistics")
             t = clock()
-            before = self.uncached(week)
+            before = self.states(week)
             releases = self.release(week)
-            fresh = tuple(n for n in releases if n in before)
+            fresh = tuple(n for n in releases if before[n] == NEW)
+            resumed = tuple(n for n in releases if before[n] == PAID)
             timings["statistics_s"] = clock() - t
 
             derived: dict[str, Release] = {}
@@ -458,6 +572,7 @@ class WeeklyJob:
             model=getattr(model, "model", "offline"),
             timings=timings,
             history=self.history(week),
+            resumed=resumed,
         )
 
 

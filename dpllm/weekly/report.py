@@ -73,7 +73,14 @@ def figure_rows(report: WeeklyReport) -> list[tuple[str, str, str, str, str]]:
         if free:
             cost = "free (post-processing)"
         else:
-            cost = rel.cost.describe() + ("" if name in report.fresh else " (cached: not charged)")
+            note = (
+                ""
+                if name in report.fresh
+                else " (paid earlier: taken over, not charged again)"
+                if name in report.resumed
+                else " (cached: not charged)"
+            )
+            cost = rel.cost.describe() + note
         parts: Iterator[tuple[str, Release]] = (
             rel.components() if rel.is_vector else iter([("", rel)])
         )
@@ -167,6 +174,11 @@ def render_markdown(report: WeeklyReport) -> str:
     )
     if report.fresh:
         out += ["", f"This run charged {report.spent.describe()} ({len(report.fresh)} releases)."]
+    elif report.resumed:
+        out += [
+            "",
+            "This run charged nothing new: it released on charges paid before it (an interrupted run's or an approval's).",
+        ]
     else:
         out += ["", "This run spent nothing: every release came from the ledger's cache."]
     gen = report.generation

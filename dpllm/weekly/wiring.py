@@ -27,7 +27,8 @@ from dpllm.data.queries import (
 from dpllm.data.sql import ColumnMap, OutOfRange
 from dpllm.data.topics import DEFAULT_VOCABULARY, TopicCounts, Vocabulary
 from dpllm.errors import ConfigError, DataError
-from dpllm.ledger.base import Ledger, PoolSpec
+from dpllm.ledger.base import PoolSpec
+from dpllm.ledger.factory import ManagedLedger
 from dpllm.release import Measure
 
 __all__ = [
@@ -174,19 +175,22 @@ def open_engine(settings: Settings) -> Engine:
     return SQLiteEngine(path)
 
 
-def open_ledger(settings: Settings) -> Ledger:
-    """The SQLite ledger the settings name (its folder is created when missing)."""
-    from dpllm.ledger.sqlite import SQLiteLedger
+def open_ledger(settings: Settings, *, create: bool = True) -> ManagedLedger:
+    """The ledger the settings name: SQLite (a path or ``sqlite:///``) or PostgreSQL.
 
-    url = settings.ledger
-    if "://" in url and not url.startswith("sqlite:///"):
-        raise ConfigError(
-            f"only SQLite ledgers are supported by this version, got {url.split('://')[0]}://",
-            field="ledger.url",
-        )
-    path = settings.resolve(url.removeprefix("sqlite:///"))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return SQLiteLedger(path)
+    Relative SQLite paths are relative to the config file's folder; a missing file
+    (and its folder) is created unless ``create`` is false. See
+    :func:`dpllm.ledger.factory.open_ledger`.
+
+    Raises:
+        ConfigError: an unknown URL scheme. LedgerUnavailable: it cannot be opened.
+
+    .. versionchanged:: unreleased
+        PostgreSQL ledgers (was: SQLite only).
+    """
+    from dpllm.ledger.factory import open_ledger as open_url
+
+    return open_url(settings.ledger, base_dir=settings.base_dir, create=create)
 
 
 def columns_for(settings: Settings, plan: Mapping[str, Query]) -> ColumnMap:

@@ -80,16 +80,20 @@ def test_utility_rejects_bad_range(tmp_path: Path) -> None:
     assert res.exit_code == 2
 
 
-def test_plan_table(tmp_path: Path) -> None:
-    res = runner.invoke(
-        app, ["plan", "--config", str(tmp_path / "none.toml"), "--target", "mean_rating=2%"]
-    )
+def test_plan_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no dpllm.toml here, no $DPLLM_CONFIG: the defaults
+    res = runner.invoke(app, ["plan", "--target", "mean_rating=2%"])
     assert res.exit_code == 0, res.output
     assert "mean_rating" in res.output and "suggested split" in res.output
+    assert "no dpllm.toml found" in res.output
+    # An explicit -c that does not exist is an error, not the defaults.
+    res = runner.invoke(app, ["plan", "--config", str(tmp_path / "none.toml")])
+    assert res.exit_code == 2 and "cannot read config file" in res.output
 
 
 @pytest.mark.parametrize("weeks", [4, 30])
-def test_plan_simulate_plots(tmp_path: Path, weeks: int) -> None:
+def test_plan_simulate_plots(tmp_path: Path, weeks: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no dpllm.toml: the default plan and pools
     schedule = tmp_path / "s.toml"
     schedule.write_text(
         f'weeks = {weeks}\nstart = "2026-W01"\n[[run]]\nquery = "mean_rating"\nrefreshes = 1\n'
@@ -104,8 +108,6 @@ def test_plan_simulate_plots(tmp_path: Path, weeks: int) -> None:
             "simulate",
             "--schedule",
             str(schedule),
-            "--config",
-            str(tmp_path / "none.toml"),
             "--out",
             str(out),
             "--fail-on-exhaust",
