@@ -10,7 +10,6 @@ file or ``postgresql://…`` (see :mod:`dpllm.cli._common`).
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from decimal import Decimal
 from pathlib import Path

@@ -50,7 +50,6 @@ from dpllm.cli._common import (
     JsonOption,
     LedgerOverride,
     exit_code,
-    exit_code_for,
     fail,
     info,
     is_quiet,
@@ -175,10 +174,7 @@ def weekly(
     Every figure is a ledger-charged DP release (charged once per week: a rerun
     spends nothing and gives the same figures); the text is redacted and
     precision-guarded. An interrupted run is resumed by the same command: what it
-    paid is taken over, nothing is charged twice. Exit codes: 0 done; 1 other
-    error (no report); 2 usage or input error; 3 budget exhausted or queued
-    (nothing spent); 4 data or ledger unavailable, or the week is locked by another
-    run; 5 model failure; 130/143 interrupted (the resume command is printed).
+    paid is taken over, nothing is charged twice.
     """
     from dpllm.errors import ConfigError, DataError
     from dpllm.windows import parse_week
@@ -215,16 +211,13 @@ def weekly(
             if dry_run:
                 _dry_run(settings, week, courses=DEMO_COURSES if demo else ())
                 return
-            report, folder = _run(
-                settings, week, demo=demo, courses=DEMO_COURSES, resume=resume
-            )
+            report, folder = _run(settings, week, demo=demo, courses=DEMO_COURSES, resume=resume)
     except _Interrupted as exc:
         raise fail_with(exc.code, str(exc)) from None
     except KeyboardInterrupt as exc:  # before the job opened: nothing was touched
         code = exit_code(exc)
         what = "terminated (SIGTERM)" if code == EXIT_TERMINATED else "interrupted"
-        raise fail_with(code, f"{what} before anything was charged. Run again: {resume}"
-        ) from None
+        raise fail_with(code, f"{what} before anything was charged. Run again: {resume}") from None
     except Exception as exc:  # noqa: BLE001 - every error gets its exit code and message
         raise _error(exc) from None
     if as_json:

@@ -232,8 +232,11 @@ def test_budget_refused_exits_3_in_stats(tmp_path: Path) -> None:
     made = runner.invoke(app, ["demo-data", "--out", str(db), "--users", "50", "--weeks", "1"])
     assert made.exit_code == 0, made.output
     SQLiteLedger(ledger).ensure_pool(PoolSpec("tiny", Measure.PURE, window_cap=to_micro(0.1)))
-    args = ["stats", "--data", str(db), "--ledger", str(ledger), "--week", "2026-W47"]
-    code, out = _run([*args, "--pool", "tiny"])
+    # stats charges only configured pools (one pool tree for every command).
+    config = tmp_path / "dpllm.toml"
+    config.write_text('[[pools]]\nname = "tiny"\nwindow_cap = 0.1\n', encoding="utf-8")
+    args = ["stats", "-c", str(config), "--data", str(db), "--ledger", str(ledger)]
+    code, out = _run([*args, "--week", "2026-W47", "--pool", "tiny"])
     _clean(code, out, ExitCode.BUDGET, "tiny")
     assert SQLiteLedger(ledger).balance("tiny", "2026-W47").spent == 0
 

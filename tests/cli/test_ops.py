@@ -59,6 +59,12 @@ def invoke(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+def invoke_json(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Like :func:`invoke`, stdout only (progress lines go to stderr)."""
+    result = runner.invoke(app, list(args), env=env)
+    return result.exit_code, result.stdout
+
+
 # -- a ledger URL is a backend, never a file named like a URL --------------------------
 @pytest.mark.parametrize(
     ("url", "kind"),
@@ -139,12 +145,14 @@ def test_every_command_reads_the_found_config(
     assert code == 0, out
     assert (tmp_path / "site" / "state" / "ledger.db").is_file()
     # stats, budget and plan read the same file: the same ledger, pools and query ids.
-    code, out = invoke("stats", "--week", WEEK, "--json")
+    code, out = invoke_json("stats", "--week", WEEK, "--json")
     assert code == 0, out
     payload = json.loads(out)
-    assert payload["_budget"]["spent_micro"] == plan_cost(config)  # all cached: no new charge
+    assert payload["budget"]["spent_micro"] == plan_cost(config)  # all cached: no new charge
     report = json.loads((tmp_path / "site" / "reports" / WEEK / "report.json").read_text())
-    assert payload["mean_rating"]["values"] == report["releases"]["mean_rating"]["values"]
+    assert (
+        payload["releases"]["mean_rating"]["values"] == report["releases"]["mean_rating"]["values"]
+    )
     code, out = invoke("budget", "show", "--window", WEEK)
     assert code == 0 and "weekly" in out and "state/ledger.db" in out
     code, out = invoke("plan", "--week", WEEK)
@@ -168,13 +176,13 @@ def test_every_command_runs_on_a_postgresql_ledger(
     assert "charged ε = 1.6 for 5 new release(s)" in out
     code, out = invoke("budget", "show", "--ledger", pg_dsn, "--window", WEEK)
     assert code == 0 and "ε 1.6" in out and "postgresql://" in out
-    code, out = invoke("budget", "history", "-c", str(config), "--json")
+    code, out = invoke_json("budget", "history", "-c", str(config), "--json")
     assert code == 0 and sum(e["event"] == "release" for e in json.loads(out)) == 5
     # stats via $DPLLM_LEDGER: the same query ids, so everything comes from the cache.
-    code, out = invoke("stats", "-c", str(config), "--week", WEEK, "--json",
-                       env={"DPLLM_LEDGER": pg_dsn})  # fmt: skip
+    code, out = invoke_json("stats", "-c", str(config), "--week", WEEK, "--json",
+                            env={"DPLLM_LEDGER": pg_dsn})  # fmt: skip
     assert code == 0, out
-    assert json.loads(out)["_budget"]["spent_micro"] == plan_cost(config)
+    assert json.loads(out)["budget"]["spent_micro"] == plan_cost(config)
     code, out = invoke("plan", "-c", str(config), "--week", WEEK)
     assert code == 0 and "has ε 0.2 left" in out
     code, out = invoke("budget", "pending", "--ledger", pg_dsn)
