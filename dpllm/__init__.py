@@ -56,6 +56,7 @@ from dpllm.errors import (
     GuardError,
     InvalidPrivacyParameter,
     InvalidReport,
+    InvalidWindow,
     LedgerError,
     LedgerUnavailable,
     ModelAuthError,
@@ -74,6 +75,7 @@ from dpllm.errors import (
     UnknownPool,
     UnknownTicket,
     UnsafeIdentifier,
+    WindowNotReady,
 )
 from dpllm.guard import Guard, GuardReport, Violation, extract_mentions
 from dpllm.ldp.mechanisms import KRandomizedResponse, LDPEstimate, LDPReport, OptimisedUnaryEncoding
@@ -103,6 +105,7 @@ from dpllm.privacy.noise import NoiseSource, SecureNoise, SeededNoise
 from dpllm.release import Cost, Measure, Release
 from dpllm.templates import LintIssue, PromptEnvironment, lint
 from dpllm.weekly.job import WeeklyJob, WeeklyReport, run_weekly
+from dpllm.windows import Window
 
 if TYPE_CHECKING:
     from dpllm.chat.wrapper import wrap
@@ -162,6 +165,7 @@ __all__ = [
     "GuardReport",
     "InvalidPrivacyParameter",
     "InvalidReport",
+    "InvalidWindow",
     "KRandomizedResponse",
     "LDPClient",
     "LDPEstimate",
@@ -219,6 +223,8 @@ __all__ = [
     "Vocabulary",
     "WeeklyJob",
     "WeeklyReport",
+    "Window",
+    "WindowNotReady",
     "__version__",
     "audit_mechanism",
     "default_catalogue",

@@ -261,6 +261,11 @@ class Release:
         small_threshold: values whose interval lies wholly below it are "small"
             (templates say "fewer than 5"); ``None`` disables the flag.
         delta: δ of an approximate-DP release (0 for pure ε-DP and zCDP costs).
+        notes: free-text remarks (post-processing, opt-ins).
+        complete: ``False`` when the window had not ended when its data was read
+            (released only on explicit opt-in, ``allow_incomplete``).
+
+    .. versionchanged:: unreleased ``complete``.
 
     Privacy: whatever guarantee ``cost`` states, per ``privacy_unit``; everything
     computed from a Release alone is post-processing and free.
@@ -283,6 +288,7 @@ class Release:
     small_threshold: float | None = 5.0
     delta: float = 0.0
     notes: tuple[str, ...] = field(default=())
+    complete: bool = True
 
     def __post_init__(self) -> None:
         values = tuple(float(v) for v in self.values)
@@ -425,6 +431,7 @@ class Release:
             "small_threshold": self.small_threshold,
             "delta": self.delta,
             "notes": list(self.notes),
+            "complete": self.complete,
         }
 
     @classmethod
@@ -448,6 +455,7 @@ class Release:
                 small_threshold=data.get("small_threshold", 5.0),
                 delta=float(data.get("delta", 0.0)),
                 notes=tuple(data.get("notes", ())),
+                complete=bool(data.get("complete", True)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidPrivacyParameter):

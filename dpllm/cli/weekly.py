@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from dpllm.config import Settings
     from dpllm.weekly.job import WeeklyReport
+    from dpllm.windows import Window
 
 __all__ = [
     "DEMO_DIR",
@@ -42,6 +43,7 @@ __all__ = [
     "demo_settings",
     "example_config",
     "last_complete_week",
+    "parse_window_option",
     "register",
 ]
 
@@ -87,6 +89,30 @@ def last_complete_week(today: dt.date) -> str:
     return iso_week(today - dt.timedelta(days=today.isoweekday()))
 
 
+def parse_window_option(value: str | None) -> Window | None:
+    """Parse a ``--week`` value once, at the edge (a malformed week exits 2).
+
+    Raises:
+        typer.BadParameter: not a canonical ISO week in range (usage error, exit 2).
+    """
+    from dpllm.errors import InvalidWindow
+    from dpllm.windows import Window
+
+    if value is None:
+        return None
+    try:
+        return Window.parse(value)
+    except InvalidWindow as exc:
+        raise typer.BadParameter(str(exc), param_hint="--week") from None
+
+
+def utc_today() -> dt.date:
+    """Today's UTC date: the CLI's one read of the clock, passed down as ``today``."""
+    from dpllm.windows import utc_today as today
+
+    return today()
+
+
 def _ensure_demo_data(settings: Settings) -> bool:
     """Generate the seeded demo data at the settings' data path when absent."""
     from dpllm.data.demo import generate_demo, write_demo
@@ -113,7 +139,11 @@ def weekly(
         typer.Option("--config", "-c", help="The dpllm.toml (default: ./dpllm.toml)."),
     ] = None,
     week: Annotated[
-        str | None, typer.Option("--week", help="ISO week to report on, e.g. 2026-W47.")
+        str | None,
+        typer.Option(
+            "--week",
+            help="ISO week to report on, written exactly like 2026-W47 (a complete week).",
+        ),
     ] = None,
     last_complete: Annotated[
         bool,
@@ -133,6 +163,13 @@ def weekly(
         Path | None, typer.Option("--out", help="Output folder (overrides [output] dir).")
     ] = None,
     lang: Annotated[str | None, typer.Option("--lang", help="Report language, en or zh.")] = None,
+    allow_incomplete: Annotated[
+        bool,
+        typer.Option(
+            "--allow-incomplete",
+            help="Also release the current, unfinished week (the report says so).",
+        ),
+    ] = False,
 ) -> None:
     """Turn a week of feedback into a DP report: report.md, report.json and charts.
 
@@ -155,6 +192,7 @@ def weekly(
     )
 
     console = Console(stderr=True)
+    window = parse_window_option(week)
     if week and last_complete:
         raise typer.BadParameter("give --week or --last-complete, not both", param_hint="--week")
     if lang is not None and lang not in ("en", "zh"):
@@ -173,13 +211,28 @@ def weekly(
         raise _fail(console, EXIT_CONFIG, str(exc)) from None
 
     from dpllm.data.demo import DEMO_COURSES, DEMO_END_WEEK
+    from dpllm.errors import WindowNotReady
+    from dpllm.windows import Window
 
-    if week is None:
-        week = DEMO_END_WEEK if demo else last_complete_week(dt.datetime.now(dt.UTC).date())
+    today = utc_today()
+    if window is None:
+        window = Window.parse(DEMO_END_WEEK if demo else last_complete_week(today))
+    try:
+        window.require_ready(today, allow_incomplete=allow_incomplete)
+    except WindowNotReady as exc:
+        raise typer.BadParameter(str(exc), param_hint="--week") from None
     try:
         if demo and _ensure_demo_data(settings):
             console.print(f"generated demo data in {settings.resolve(settings.data.path)}")
-        report, folder = _run(settings, week, console, demo=demo, courses=DEMO_COURSES)
+        report, folder = _run(
+            settings,
+            window,
+            console,
+            demo=demo,
+            courses=DEMO_COURSES,
+            today=today,
+            allow_incomplete=allow_incomplete,
+        )
     except ConfigError as exc:
         raise _fail(console, EXIT_CONFIG, str(exc)) from None
     except BudgetError as exc:
@@ -203,15 +256,20 @@ def weekly(
 
 
 def _run(
-    settings: Settings, week: str, console: Console, *, demo: bool, courses: tuple[str, ...]
+    settings: Settings,
+    week: Window,
+    console: Console,
+    *,
+    demo: bool,
+    courses: tuple[str, ...],
+    today: dt.date,
+    allow_incomplete: bool,
 ) -> tuple[WeeklyReport, Path]:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from dpllm.weekly.job import WeeklyJob
     from dpllm.weekly.report import write_report
-    from dpllm.windows import parse_week, previous_weeks
 
-    parse_week(week)
     labels = {
         "statistics": "computing DP statistics (cached releases are free)",
         "render": "rendering the prompt",
@@ -226,7 +284,12 @@ def _run(
             console=console,
             transient=not console.is_terminal,
         ) as progress,
-        WeeklyJob(settings, courses=courses if demo else ()) as job,
+        WeeklyJob(
+            settings,
+            courses=courses if demo else (),
+            today=today,
+            allow_incomplete=allow_incomplete,
+        ) as job,
     ):
         task = progress.add_task(f"weekly report {week}", total=len(labels) + 2)
 
@@ -238,11 +301,11 @@ def _run(
             # chart has points (each week charged once, to its own window; reruns free).
             step("trend weeks")
             trend = {n: job.plan[n] for n in TREND_QUERIES if n in job.plan}
-            for earlier in previous_weeks(week, 8)[:-1]:
+            for earlier in week.previous(8)[:-1]:
                 job.release(earlier, trend)
         report = job.run(week, progress=step)
         step("writing report.md, report.json and the charts")
-        folder = settings.resolve(settings.output_dir) / week
+        folder = settings.resolve(settings.output_dir) / week.key
         write_report(report, folder)
         progress.update(task, description=f"weekly report {week}: done", completed=len(labels) + 2)
     return report, folder

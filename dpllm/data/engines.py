@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import csv
 import glob
+import hashlib
+import json
 import logging
 import os
 import re
@@ -126,6 +128,8 @@ class SQLiteEngine:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self.identity = f"sqlite:{self.path.resolve()}"
+        """Which data this is (part of every query id): the resolved file path."""
         if not self.path.is_file():
             raise DataError(f"data file {str(self.path)!r} does not exist; check --data")
         try:
@@ -245,6 +249,8 @@ class DuckDBEngine:
         for p in paths:
             if not (glob.glob(p) if glob.has_magic(p) else Path(p).is_file()):
                 raise DataError(f"data file {p!r} does not exist; check --data")
+        self.identity = "duckdb:" + json.dumps(sorted(str(Path(p).resolve()) for p in paths))
+        """Which data this is (part of every query id): the resolved paths or patterns."""
         self._files: list[str] | None = None
         self._reader = ""
         self._types: dict[str, dict[str, str]] = {}
@@ -340,6 +346,22 @@ class DuckDBEngine:
         self.close()
 
 
+def _dsn_identity(dsn: str) -> str:
+    """A DSN without its secrets: ``postgres:`` + host, port, database, user (sorted JSON)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parts = conninfo_to_dict(dsn)
+    except Exception:  # noqa: BLE001 - a malformed DSN fails at connect; identity stays stable
+        parts = {"dsn": hashlib.sha256(dsn.encode()).hexdigest()}
+    kept = {
+        k: str(parts[k])
+        for k in ("host", "hostaddr", "port", "dbname", "user", "dsn")
+        if k in parts
+    }
+    return "postgres:" + json.dumps(kept, sort_keys=True)
+
+
 class PostgresEngine:
     """A PostgreSQL database through psycopg 3, in read-only autocommit mode.
 
@@ -357,6 +379,8 @@ class PostgresEngine:
         import psycopg
 
         self._dsn = dsn
+        self.identity = _dsn_identity(dsn)
+        """Which data this is (part of every query id): host, port, database, user."""
         try:
             self._conn: psycopg.Connection[Row] = psycopg.connect(
                 dsn, autocommit=True, connect_timeout=connect_timeout

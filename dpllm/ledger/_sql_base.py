@@ -29,6 +29,7 @@ from dpllm.errors import ConfigError, InvalidPrivacyParameter, UnknownPool
 from dpllm.ledger import _rows, sql
 from dpllm.ledger.base import AuditEvent, Balance, ChargeRecord, PoolSpec
 from dpllm.release import Cost, Release
+from dpllm.windows import Window
 
 __all__ = [
     "DEFAULT_LEASE_SECONDS",
@@ -281,19 +282,23 @@ class SQLBase:
             return None
         return _rows.release_from_json(row[0])
 
-    def releases(self, *, name: str | None = None, window: str | None = None) -> list[Release]:
+    def releases(
+        self, *, name: str | None = None, window: Window | str | None = None
+    ) -> list[Release]:
         """Stored releases, filtered by name and window (reading them spends nothing)."""
+        if window is not None:
+            window = Window.parse(window).key
         with self._read() as conn:
             rows = conn.execute(sql.SELECT_RELEASES, {"name": name, "window": window}).fetchall()
         return [_rows.release_from_json(r[0]) for r in rows]
 
-    def balance(self, pool: str, window: str) -> Balance:
+    def balance(self, pool: str, window: Window | str) -> Balance:
         """``pool``'s position in ``window``.
 
         Raises:
             UnknownPool: no such pool. DataError: malformed window key.
         """
-        _rows.check_request(query_id="-", window=window, cost=Cost.zero(), analyst="-")
+        window = _rows.check_request(query_id="-", window=window, cost=Cost.zero(), analyst="-")
         with self._read() as conn:
             row = conn.execute(sql.SELECT_POOL, {"name": pool}).fetchone()
             if row is None:

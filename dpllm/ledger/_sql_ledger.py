@@ -48,6 +48,7 @@ from dpllm.ledger import _approvals, _local, _rows, sql
 from dpllm.ledger._sql_base import Conn, SQLBase
 from dpllm.ledger.base import ChargeRecord, ChargeStatus, PendingRequest, PoolSpec, iter_path
 from dpllm.release import Cost, Measure, Release
+from dpllm.windows import Window
 
 __all__ = ["SQLCharge", "SQLLedger"]
 
@@ -191,7 +192,7 @@ class SQLLedger(SQLBase):
         *,
         query_id: str,
         pool: str,
-        window: str,
+        window: Window | str,
         cost: Cost,
         analyst: str = "default",
         description: str = "",
@@ -218,7 +219,7 @@ class SQLLedger(SQLBase):
         Privacy: each pool on the path is charged the cost in its own measure
         (pure ε converts to ρ = ε²/2 in a zCDP pool), at most once per query id.
         """
-        _rows.check_request(
+        window = _rows.check_request(
             query_id=query_id, window=window, cost=cost, analyst=analyst, description=description
         )
         handle = self._acquire(query_id, pool, window, cost, analyst, description)
@@ -478,7 +479,7 @@ class SQLLedger(SQLBase):
     # -- local-DP reports ----------------------------------------------------------------
 
     def record_local(
-        self, *, user: str, window: str, metric: str, cost: Cost, analyst: str = "ldp"
+        self, *, user: str, window: Window | str, metric: str, cost: Cost, analyst: str = "ldp"
     ) -> None:
         """Record one local-DP report's ε against ``user`` (see :mod:`dpllm.ledger._local`).
 
@@ -494,7 +495,7 @@ class SQLLedger(SQLBase):
             self, user=user, window=window, metric=metric, cost=cost, analyst=analyst
         )
 
-    def local_spent(self, user: str, window: str) -> Cost:
+    def local_spent(self, user: str, window: Window | str) -> Cost:
         """The local ε ``user`` spent in ``window`` over all metrics (pure ε)."""
         return _local.local_spent(self, user, window)
 

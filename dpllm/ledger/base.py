@@ -65,6 +65,7 @@ from typing import Protocol, runtime_checkable
 
 from dpllm.errors import ChargeInProgress, ConfigError, UnknownPool
 from dpllm.release import Cost, Measure, Release
+from dpllm.windows import Window
 
 __all__ = [
     "AuditEvent",
@@ -255,7 +256,7 @@ class Ledger(Protocol):
         *,
         query_id: str,
         pool: str,
-        window: str,
+        window: Window | str,
         cost: Cost,
         analyst: str = "default",
         description: str = "",
@@ -275,11 +276,13 @@ class Ledger(Protocol):
 
     def get_release(self, query_id: str) -> Release | None: ...
 
-    def releases(self, *, name: str | None = None, window: str | None = None) -> Sequence[Release]:
+    def releases(
+        self, *, name: str | None = None, window: Window | str | None = None
+    ) -> Sequence[Release]:
         """Stored releases (for charts and trends: reading them spends nothing)."""
         ...
 
-    def balance(self, pool: str, window: str) -> Balance: ...
+    def balance(self, pool: str, window: Window | str) -> Balance: ...
 
     def history(self, *, limit: int | None = None) -> Sequence[AuditEvent]: ...
 
@@ -289,7 +292,7 @@ def release_once(
     *,
     query_id: str,
     pool: str,
-    window: str,
+    window: Window | str,
     cost: Cost,
     compute: Callable[[], Release],
     analyst: str = "default",

@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 from dpllm.errors import ConfigError
 from dpllm.ledger.base import AuditEvent, Balance, Ledger, PendingRequest, PoolSpec
 from dpllm.release import Cost
+from dpllm.windows import Window
 
 __all__ = ["ManagedLedger", "ensure_pools", "open_ledger"]
 
@@ -31,15 +32,15 @@ class ManagedLedger(Ledger, Protocol):
 
     def deny(self, ticket: str, *, approver: str = "admin", reason: str = "") -> PendingRequest: ...
 
-    def balance(self, pool: str, window: str) -> Balance: ...
+    def balance(self, pool: str, window: Window | str) -> Balance: ...
 
     def history(self, *, limit: int | None = None) -> Sequence[AuditEvent]: ...
 
     def record_local(
-        self, *, user: str, window: str, metric: str, cost: Cost, analyst: str = "ldp"
+        self, *, user: str, window: Window | str, metric: str, cost: Cost, analyst: str = "ldp"
     ) -> None: ...
 
-    def local_spent(self, user: str, window: str) -> Cost: ...
+    def local_spent(self, user: str, window: Window | str) -> Cost: ...
 
 
 def open_ledger(url: str, *, base_dir: str | Path = ".") -> ManagedLedger:

@@ -176,6 +176,10 @@ class Spy:
     def dialect(self):  # type: ignore[no-untyped-def]
         return self.inner.dialect
 
+    @property
+    def identity(self) -> object:
+        return getattr(self.inner, "identity", None)  # the same data: the same query ids
+
     def relation(self, columns: ColumnMap) -> Statement:
         return self.inner.relation(columns)
 

@@ -132,7 +132,7 @@ def test_partly_cached_plan_only_needs_the_rest(
 
 def test_bad_input_fails_before_any_charge(tmp_path: Path, demo: tuple[Path, DemoData]) -> None:
     db, _ = demo
-    with pytest.raises(DataError, match="malformed window key"):
+    with pytest.raises(DataError, match="malformed window"):
         run_weekly(settings_for(tmp_path, db), "2026-47", redactor=shared_redactor())
     missing = settings_for(tmp_path, tmp_path / "nope.db")
     with pytest.raises(DataError, match="does not exist"):
