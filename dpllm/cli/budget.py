@@ -102,13 +102,13 @@ def show(
     """Balances per pool and window, lifetime totals, and the worst-case loss per user."""
     from rich.table import Table
 
+    from dpllm.cli.weekly import parse_window_option
     from dpllm.ledger.base import ChargeStatus
-    from dpllm.windows import parse_week
 
+    parsed = parse_window_option(window)  # a malformed window is a usage error (exit 2)
+    window = None if parsed is None else parsed.key
     ledger = _open(ledger_path)
     try:
-        if window is not None:
-            parse_week(window)
         pools = {p.name: p for p in ledger.pools()}
         if pool is not None and pool not in pools:
             ledger.balance(pool, window or "2026-W01")  # raises UnknownPool

@@ -133,7 +133,6 @@ def test_deny(db: Path) -> None:
     [
         (["budget", "approve", "nope"], "no approval ticket"),
         (["budget", "deny", "nope"], "no approval ticket"),
-        (["budget", "show", "--window", "week47"], "malformed window key"),
         (["budget", "show", "--pool", "nobody"], "unknown pool"),
     ],
 )
@@ -141,6 +140,12 @@ def test_errors_are_clear_and_exit_1(db: Path, args: list[str], message: str) ->
     result = runner.invoke(app, [*args, "--ledger", str(db)])
     assert result.exit_code == 1
     assert message in result.output
+
+
+@pytest.mark.parametrize("window", ["week47", "２０２６-W４７", "2026-W47\n", "2026-w47"])
+def test_a_malformed_window_is_a_usage_error(db: Path, window: str) -> None:
+    result = runner.invoke(app, ["budget", "show", "--window", window, "--ledger", str(db)])
+    assert result.exit_code == 2 and "malformed window" in result.output
 
 
 def test_missing_ledger(tmp_path: Path) -> None:
