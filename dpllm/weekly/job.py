@@ -128,7 +128,8 @@ class WeeklyReport:
         budget: each pool on the plan pool's path, after the run.
         generation: every attempt, the final text and where it came from.
         model: ``"offline"`` or the model id that was asked.
-        timings: seconds per step.
+        timings: seconds per step — for the operator only: they depend on the
+            raw data, unnoised, so :mod:`dpllm.weekly.report` never publishes them.
         history: this job's cached releases of earlier weeks (for the trend chart),
             ``{query name: {week: release}}``; reading them spent nothing.
     """

@@ -177,7 +177,14 @@ def _attempt(a: Attempt) -> dict[str, Any]:
 
 
 def report_dict(report: WeeklyReport, *, charts: Sequence[str] = ()) -> dict[str, Any]:
-    """``report.json`` as a dict: releases, costs, budget, attempts, redaction, timings."""
+    """``report.json`` as a dict: releases, costs, budget, attempts, redaction.
+
+    No timings: how long the statistics took depends on the raw data (how many
+    records, how long their texts), unnoised, so it is not published.
+    ``WeeklyReport.timings`` keeps them for the operator, in memory.
+
+    .. versionchanged:: unreleased ``timings`` left out.
+    """
     gen = report.generation
     return {
         "week": report.week,
@@ -203,7 +210,6 @@ def report_dict(report: WeeklyReport, *, charts: Sequence[str] = ()) -> dict[str
             "prompt_tokens": gen.usage.prompt_tokens,
             "completion_tokens": gen.usage.completion_tokens,
         },
-        "timings": dict(report.timings),
         "charts": list(charts),
     }
 
