@@ -8,6 +8,7 @@ user present in every window), ``history [--json]`` (the audit log),
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict
 from decimal import Decimal
@@ -20,7 +21,7 @@ from dpllm.errors import DPLLMError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from dpllm.ledger.base import PoolSpec
+    from dpllm.ledger.base import Balance, PoolSpec
     from dpllm.ledger.sqlite import SQLiteLedger
 
 __all__ = ["DEFAULT_LEDGER_PATH", "register"]
@@ -93,6 +94,10 @@ def _as_epsilon(pool: PoolSpec, micro: int) -> str:
     return f"ρ = {_amount(micro)} → (ε = {epsilon:.4g}, δ = {delta:g})"
 
 
+def _balance_in(ledger: SQLiteLedger, window: str, pool: str) -> Balance:
+    return ledger.balance(pool, window)
+
+
 @budget_app.command("show")
 def show(
     ledger_path: LedgerOption = DEFAULT_LEDGER_PATH,
@@ -127,9 +132,13 @@ def show(
     table = Table(title=f"Privacy budget — {ledger_path}")
     for heading in ("pool", "window", "spent", "remaining", "window cap", "lifetime"):
         table.add_column(heading, justify="left" if heading in ("pool", "window") else "right")
+    from dpllm.ledger.base import path_remaining
+
     for b in balances:
         spec = pools[b.pool]
         sym = _symbol(spec)
+        # What a charge can still take: the minimum over the pool's path.
+        left = path_remaining(pools, functools.partial(_balance_in, ledger, b.window), b.pool)
         cap = _amount(b.window_cap)
         if b.granted:
             cap += f" ({'+' if b.granted > 0 else '−'}{_amount(abs(b.granted))} approved)"
@@ -138,7 +147,7 @@ def show(
             b.pool,
             b.window,
             f"{sym} {_amount(b.spent)}",
-            f"{sym} {_amount(b.remaining)}",
+            f"{sym} {_amount(left)}",
             f"{sym} {cap}",
             f"{sym} {_amount(b.lifetime_spent)} / {life_cap}",
         )

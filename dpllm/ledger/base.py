@@ -77,6 +77,7 @@ __all__ = [
     "PendingRequest",
     "PoolSpec",
     "iter_path",
+    "path_remaining",
     "release_once",
 ]
 
@@ -350,3 +351,32 @@ def iter_path(pools: dict[str, PoolSpec], name: str) -> Iterator[PoolSpec]:
             ) from None
         yield spec
         current = spec.parent
+
+
+def path_remaining(pools: dict[str, PoolSpec], balance: Callable[[str], Balance], name: str) -> int:
+    """What a charge to ``name`` can still take: the minimum over the pool's path.
+
+    A charge must fit every pool on the path (the pool and its ancestors), so an
+    exhausted parent leaves its children nothing, whatever their own caps say.
+
+    Args:
+        pools: every pool, by name.
+        balance: the balance of a pool (by name) in the window of interest.
+        name: the pool charged.
+
+    Returns:
+        Micro-units of ``name``'s measure. A zCDP ancestor's remaining ρ bounds a
+        pure pool's ε by ``ε ≤ √(2ρ)`` (ε-DP is (ε²/2)-zCDP, Bun & Steinke 2016,
+        Prop. 1.4), rounded down.
+    """
+    from math import isqrt
+
+    spec = pools[name]
+    left: int | None = None
+    for node in iter_path(pools, name):
+        rem = balance(node.name).remaining
+        if node.measure is not spec.measure and spec.measure is Measure.PURE:
+            # ε²/2 ≤ ρ  ⇔  ε ≤ √(2ρ); in micro-units: ε_µ ≤ √(2·ρ_µ·10⁶).
+            rem = isqrt(2 * rem * 1_000_000)
+        left = rem if left is None else min(left, rem)
+    return 0 if left is None else max(0, left)

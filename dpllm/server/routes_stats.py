@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field
 from dpllm.config import ApiKey, Settings
 from dpllm.data.queries import Query as StatQuery
 from dpllm.errors import BudgetPending, InvalidWindow
-from dpllm.ledger.base import Balance, PendingRequest
+from dpllm.ledger.base import Balance, PendingRequest, path_remaining
 from dpllm.server.errors import status_and_body
 from dpllm.server.logging import log_event
 from dpllm.server.state import ServerState, caller, server_state
@@ -149,20 +149,21 @@ def stats(
     }
 
 
-def _balance(b: Balance) -> dict[str, Any]:
+def _balance(b: Balance, remaining: int) -> dict[str, Any]:
     return {
         "pool": b.pool,
         "measure": str(b.measure),
         "window": b.window,
         "spent": _amount(b.spent),
-        "remaining": _amount(b.remaining),
+        "remaining": _amount(remaining),
+        "pool_remaining": _amount(b.remaining),
         "window_cap": _amount(b.effective_cap),
         "lifetime_spent": _amount(b.lifetime_spent),
         "lifetime_cap": _amount(b.lifetime_cap),
         "lifetime_remaining": None
         if b.lifetime_cap is None
         else _amount(max(0, b.lifetime_cap - b.lifetime_spent)),
-        "micro": {"spent": b.spent, "remaining": b.remaining, "lifetime_spent": b.lifetime_spent},
+        "micro": {"spent": b.spent, "remaining": remaining, "lifetime_spent": b.lifetime_spent},
     }
 
 
@@ -180,7 +181,13 @@ def budget(
     """The caller's pools in ``week`` and their recent audit history (free to read)."""
     window = _week(week, state)
     ledger = state.ledger()
-    pools = [_balance(ledger.balance(p, window)) for p in key.pools]
+    specs = {p.name: p for p in ledger.pools()}
+
+    def of(name: str) -> Balance:
+        return ledger.balance(name, window)
+
+    # "remaining" is what a charge can still take: the minimum over the pool's path.
+    pools = [_balance(of(p), path_remaining(specs, of, p)) for p in key.pools]
     mine = set(key.pools)
     events = [asdict(e) for e in ledger.history() if e.pool in mine]
     return {

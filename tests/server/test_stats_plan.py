@@ -155,3 +155,24 @@ def test_cli_refuses_future_and_unfinished_weeks_with_exit_2(root: Path) -> None
         result = CliRunner().invoke(cli_app, args)
         assert result.exit_code == 2, (args, result.output)
     assert not (root / "ledger.db").exists()
+
+
+def test_budget_remaining_is_the_minimum_over_the_path(root: Path) -> None:
+    from dataclasses import replace
+
+    from dpllm.ledger.base import release_once
+    from dpllm.release import Cost
+    from dpllm.testing.releases import fake_release
+
+    settings = Settings.load(root / "dpllm.toml")
+    with _client(settings, dt.date(2024, 6, 3)) as client:
+        assert client.get("/v1/budget", params={"week": WEEK}, headers=HEADERS).status_code == 200
+        ledger = _ledger(root)
+        cost = Cost.zcdp(4.0)
+        release_once(
+            ledger, query_id="other", pool="global", window=WEEK, cost=cost,
+            compute=lambda: replace(fake_release("x", 1.0, 0.0, 2.0, window=WEEK), cost=cost),
+        )  # fmt: skip
+        body = client.get("/v1/budget", params={"week": WEEK}, headers=HEADERS).json()
+    weekly = next(p for p in body["pools"] if p["pool"] == "weekly")
+    assert weekly["pool_remaining"] == 2.0 and weekly["remaining"] == 0.0
