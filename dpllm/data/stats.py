@@ -66,7 +66,7 @@ from dpllm.data.shared import is_shareable, measure_shared
 from dpllm.data.sql import ColumnMap
 from dpllm.data.topics import DEFAULT_VOCABULARY, TopicCounts, Vocabulary
 from dpllm.errors import ChargeInProgress, DataError, InvalidPrivacyParameter
-from dpllm.ledger.base import Charge, Ledger, release_once
+from dpllm.ledger.base import Charge, Ledger, Outcome, release_recorded
 from dpllm.privacy.intervals import discrete_gaussian_half_width, discrete_laplace_half_width
 from dpllm.privacy.noise import NoiseSource
 from dpllm.release import Release
@@ -357,13 +357,20 @@ class StatsRunner:
         .. versionchanged:: unreleased no query fails because of the data;
            ``accept_delta``.
         """
+        return self.release_recorded(query, window, accept_delta=accept_delta).release
+
+    def release_recorded(
+        self, query: Query, window: Window | str, *, accept_delta: bool = False
+    ) -> Outcome:
+        """:meth:`release`, with what the ledger recorded for this call: served from
+        the cache, charged by this call, or covered by another caller's charge."""
         window = self.window(window)
         self.check(query)
         delta = self._admit_delta(query, accept_delta)
         scope = self._scope(window)
         query_id = self.query_id(query, window)
         cfg = self._config
-        return release_once(
+        return release_recorded(
             self.ledger,
             query_id=query_id,
             pool=cfg.pool,

@@ -67,8 +67,10 @@ class SQLCharge:
         owner: str | None,
         cached: Release | None,
         refundable: bool,
+        charged: bool = False,
     ) -> None:
         self._ledger = ledger
+        self._charged = charged
         self._query_id = query_id
         self._cost = cost
         self._owner = owner
@@ -85,6 +87,12 @@ class SQLCharge:
     def cached(self) -> Release | None:
         """The release already stored for this query id; then nothing was charged."""
         return self._cached
+
+    @property
+    def charged(self) -> bool:
+        """True when this handle wrote a new charge (not a cache hit, a wait for
+        another caller's charge, a takeover, or an approved charge)."""
+        return self._charged
 
     def data_read(self) -> None:
         """Mark that the data is about to be read: from here on the charge is never refunded."""
@@ -337,7 +345,13 @@ class SQLLedger(SQLBase):
             refused = applied()
             if refused is None:
                 return SQLCharge(
-                    self, query_id=query_id, cost=cost, owner=me, cached=None, refundable=True
+                    self,
+                    query_id=query_id,
+                    cost=cost,
+                    owner=me,
+                    cached=None,
+                    refundable=True,
+                    charged=True,
                 )
             conn.execute("ROLLBACK TO charge")
             conn.execute("RELEASE charge")

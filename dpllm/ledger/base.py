@@ -77,8 +77,10 @@ __all__ = [
     "PendingRequest",
     "PoolSpec",
     "iter_path",
+    "Outcome",
     "path_remaining",
     "release_once",
+    "release_recorded",
 ]
 
 
@@ -288,6 +290,21 @@ class Ledger(Protocol):
     def history(self, *, limit: int | None = None) -> Sequence[AuditEvent]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A release and what the ledger recorded for this call.
+
+    ``cached``: served from the release cache (nothing charged, nothing read).
+    ``charged``: this call wrote the charge. Both false: another caller's
+    charge covered it (this call waited for it, or took over a dead caller's
+    charge without charging again).
+    """
+
+    release: Release
+    cached: bool
+    charged: bool
+
+
 def release_once(
     ledger: Ledger,
     *,
@@ -313,6 +330,43 @@ def release_once(
     Privacy: exactly one charge of ``cost`` per query id; the noisy value leaves
     only after its charge is committed and the release is stored.
     """
+    return release_recorded(
+        ledger,
+        query_id=query_id,
+        pool=pool,
+        window=window,
+        cost=cost,
+        compute=compute,
+        analyst=analyst,
+        description=description,
+    ).release
+
+
+def release_recorded(
+    ledger: Ledger,
+    *,
+    query_id: str,
+    pool: str,
+    window: Window | str,
+    cost: Cost,
+    compute: Callable[[], Release],
+    analyst: str = "default",
+    description: str = "",
+) -> Outcome:
+    """:func:`release_once`, returning what the ledger recorded for this call.
+
+    ``compute`` reads the data and adds noise; it is called only after the charge
+    is committed. Only one release is ever stored per query id: if another
+    process stored one first (this one's lease had expired), that stored release
+    is returned and this process's noisy value is dropped unseen.
+
+    Raises:
+        BudgetExceeded, BudgetPending, ChargeInProgress, QueryFailed: see
+            :meth:`Ledger.charging`.
+
+    Privacy: exactly one charge of ``cost`` per query id; the noisy value leaves
+    only after its charge is committed and the release is stored.
+    """
     with ledger.charging(
         query_id=query_id,
         pool=pool,
@@ -322,7 +376,8 @@ def release_once(
         description=description,
     ) as charge:
         if charge.cached is not None:
-            return charge.cached
+            return Outcome(charge.cached, cached=True, charged=False)
+        charged = bool(getattr(charge, "charged", False))
         charge.data_read()
         release = compute()
         try:
@@ -331,8 +386,8 @@ def release_once(
             stored = ledger.get_release(query_id)
             if stored is None:
                 raise
-            return stored
-        return release
+            return Outcome(stored, cached=False, charged=charged)
+        return Outcome(release, cached=False, charged=charged)
 
 
 def iter_path(pools: dict[str, PoolSpec], name: str) -> Iterator[PoolSpec]:

@@ -127,24 +127,31 @@ def stats(
         )
         window = runner.window(window)  # 400 on a future or unfinished week: nothing spent
         q = catalogue[query]
-        cached = ledger.get_release(runner.query_id(q, window)) is not None
         try:
-            release = runner.release(q, window)
+            # What the ledger recorded for this request, not a guess made before it:
+            # another replica's in-flight charge may be waited for or taken over.
+            outcome = runner.release_recorded(q, window)
         except BudgetPending as exc:
             status, body, _ = status_and_body(exc)
             log_event(
                 "stats", analyst=key.analyst, query=query, week=window.key, pool=chosen, status=202
             )
             return JSONResponse(body, status_code=status)
+    release = outcome.release
     log_event(
-        "stats", analyst=key.analyst, query=query, week=window.key, pool=chosen, cached=cached
+        "stats",
+        analyst=key.analyst,
+        query=query,
+        week=window.key,
+        pool=chosen,
+        cached=outcome.cached,
     )
     return {
         "query": query,
         "week": window.key,
         "pool": chosen,
-        "cached": cached,
-        "charged": None if cached else release.cost.to_dict(),
+        "cached": outcome.cached,
+        "charged": release.cost.to_dict() if outcome.charged else None,
         "release": release.to_dict(),
     }
 

@@ -137,3 +137,24 @@ def test_migration_0002_keeps_older_charges(
     assert {r.query_id: r.status for r in new.unreleased()}["q3"] is ChargeStatus.FAILED
     # The rebuilt table still refers to and from its neighbours.
     assert new._query("SELECT COUNT(*) FROM charge_parts")[0][0] == 2
+
+
+def test_the_outcome_says_what_the_ledger_recorded(pool: Any) -> None:
+    """Fresh: charged. Again: cached. A taken-over charge: neither (charged once, earlier)."""
+    from dpllm.ledger.base import release_recorded
+
+    def run(qid: str) -> Any:
+        return release_recorded(pool, query_id=qid, pool="p", window=WEEK, cost=EPS,
+                                compute=compute_for(qid, EPS))  # fmt: skip
+
+    first = run("a")
+    assert (first.cached, first.charged) == (False, True)
+    again = run("a")
+    assert (again.cached, again.charged) == (True, False) and again.release == first.release
+    with pytest.raises(KeyboardInterrupt):
+        with pool.charging(query_id="b", pool="p", window=WEEK, cost=EPS) as c:
+            c.data_read()
+            raise KeyboardInterrupt
+    taken = run("b")
+    assert (taken.cached, taken.charged) == (False, False)
+    assert pool.balance("p", WEEK).spent == 2 * EPS.micro
