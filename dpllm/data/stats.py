@@ -235,6 +235,12 @@ class StatsRunner:
         )
         self._source = source_identity(engine, self.columns)
         self._schema: frozenset[str] | None = None
+        if noise is not None and noise.seeded and not getattr(ledger, "is_test_ledger", True):
+            # The ledger would refuse the release after the charge; refuse before it.
+            raise InvalidPrivacyParameter(
+                "a seeded noise source makes reproducible releases, which this production "
+                "ledger refuses; use the default noise, or a test ledger (mark_test_ledger())"
+            )
 
     def window(self, window: Window | str) -> Window:
         """Parse ``window`` (strictly) and refuse it unless its data is complete.

@@ -67,6 +67,9 @@ class Conn(Protocol):
     def execute(self, statement: str, params: Any = ..., /) -> Cursor: ...
 
 
+_SELECT_KIND = "SELECT value FROM ledger_secrets WHERE name = 'ledger_kind'"
+
+
 class SQLBase:
     """Engine-independent machinery of the SQL ledgers (see the module docstring)."""
 
@@ -123,6 +126,62 @@ class SQLBase:
         """Names of the applied migrations, in order."""
         with self._read() as conn:
             return [r[0] for r in conn.execute("SELECT name FROM dpllm_migrations ORDER BY name")]
+
+    # -- test ledgers ----------------------------------------------------------------
+    @property
+    def is_test_ledger(self) -> bool:
+        """True when this ledger was created as a test ledger (it may store seeded releases)."""
+        cached: bool | None = getattr(self, "_is_test", None)
+        if cached is None:
+            with self._read() as conn:
+                row = conn.execute(_SELECT_KIND, {}).fetchone()
+            cached = row is not None and row[0] == "test"
+            self._is_test = cached
+        return cached
+
+    def check_seeded(self, release: Release) -> None:
+        """Refuse a seeded release unless this is a test ledger (see :meth:`mark_test_ledger`).
+
+        Raises:
+            InvalidPrivacyParameter: ``release.seeded`` and not a test ledger.
+        """
+        if getattr(release, "seeded", False) and not self.is_test_ledger:
+            raise InvalidPrivacyParameter(
+                f"release {release.name!r} was made with a seeded (reproducible) noise "
+                "generator and this is a production ledger: it stores and serves only "
+                "securely noised releases. Use the default noise, or a test ledger "
+                "(mark_test_ledger() on a new ledger) for tests"
+            )
+
+    def mark_test_ledger(self) -> None:
+        """Make a new, empty ledger a **test ledger**: one that stores seeded releases.
+
+        A production ledger refuses a release made with a seeded noise generator
+        (:class:`~dpllm.privacy.noise.SeededNoise`): its noise is reproducible by
+        anyone with the seed, so it protects nobody. Only a ledger that holds no
+        charge yet can become a test ledger, and it stays one.
+
+        Raises:
+            LedgerError: the ledger already holds charges and is not a test ledger.
+        """
+        from dpllm.errors import LedgerError
+
+        with self._tx() as conn:
+            row = conn.execute(_SELECT_KIND, {}).fetchone()
+            if row is not None and row[0] == "test":
+                self._is_test = True
+                return
+            if conn.execute("SELECT COUNT(*) FROM charges", {}).fetchone()[0]:
+                raise LedgerError(
+                    "this ledger already holds charges: only a new, empty ledger can be made "
+                    "a test ledger; use a fresh file or database for tests"
+                )
+            conn.execute(
+                "INSERT INTO ledger_secrets (name, value) VALUES ('ledger_kind', 'test') "
+                "ON CONFLICT (name) DO NOTHING",
+                {},
+            )
+        self._is_test = True
 
     # -- helpers --------------------------------------------------------------------
     def _now_text(self) -> str:

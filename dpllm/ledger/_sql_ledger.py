@@ -104,13 +104,15 @@ class SQLCharge:
         """Store ``release`` under the query id, durably, before it is returned.
 
         Raises:
-            InvalidPrivacyParameter: the release claims more than was charged.
+            InvalidPrivacyParameter: the release claims more than was charged, or
+                it is seeded and this is not a test ledger.
             ChargeInProgress: another process stored a release for this query id
                 first (this one's lease had expired); return ``get_release`` instead.
         """
         if self._cached is not None or self._stored:
             raise LedgerError(f"a release is already stored for query id {self._query_id!r}")
         _rows.check_release_cost(release, self._cost)
+        self._ledger.check_seeded(release)
         self._ledger._store(self._query_id, release)
         self._stored = True
 

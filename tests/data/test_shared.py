@@ -193,6 +193,7 @@ class Spy:
 
 def _ledger(path: Path, cap: int = 10_000_000) -> SQLiteLedger:
     led = SQLiteLedger(path)
+    led.mark_test_ledger()  # the runners here use seeded noise
     led.ensure_pool(PoolSpec("stats", Measure.PURE, window_cap=cap))
     return led
 

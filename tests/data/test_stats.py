@@ -145,6 +145,7 @@ def test_null_nan_and_out_of_range_ratings(tmp_path: Path, ledger: SQLiteLedger)
         Rec("e", 3.0, "x", t, None),
     ]
     path = write_sqlite(tmp_path / "bad.db", recs)
+    ledger.mark_test_ledger()  # seeded releases: a test ledger only
     ledger.ensure_pool(PoolSpec("test_only", Measure.PURE, window_cap=10**10))
     r = StatsRunner(
         SQLiteEngine(path),
