@@ -355,9 +355,10 @@ def course_counts(
     )
 
 
-TEXTS_PER_USER = 20
-"""Texts of one user per window that topic and keyword queries read (the earliest)."""
-TEXT_CHARS = 2000
+TEXTS_PER_USER = 5
+"""Texts of one user per window that topic and keyword queries read (the earliest; the
+same 5 as the default records-per-user bound)."""
+TEXT_CHARS = 1000
 """Characters of each text that topic and keyword queries read (the first)."""
 
 
