@@ -27,7 +27,7 @@ _DUCKDB_SUFFIXES = (".duckdb", ".parquet", ".csv", ".tsv")
 
 
 def _rows(name: str, rel: Release, *, free: bool) -> list[tuple[str, str, str, str, str, str]]:
-    from dpllm.rounding import format_number, granularity
+    from dpllm.rounding import format_interval, format_number, granularity
 
     out: list[tuple[str, str, str, str, str, str]] = []
     parts = list(rel.components()) if rel.is_vector else [("", rel)]
@@ -42,7 +42,7 @@ def _rows(name: str, rel: Release, *, free: bool) -> list[tuple[str, str, str, s
             interval = "small"
         else:
             estimate = format_number(part.value, step)
-            interval = f"{format_number(lo, step)} – {format_number(hi, step)}"
+            interval = format_interval(lo, hi, step)  # outwards: never narrower
         cost = rel.cost.describe() + (f", δ = {rel.delta:g}" if rel.delta else "")
         if free:
             cost = "free (post-processing)"

@@ -25,7 +25,7 @@ from typing import Any
 
 from dpllm.chat.generate import Attempt
 from dpllm.release import Release
-from dpllm.rounding import format_number, granularity
+from dpllm.rounding import format_interval, format_number, granularity, outward
 from dpllm.weekly.job import WeeklyReport
 
 __all__ = [
@@ -55,10 +55,11 @@ def _estimate(part: Release) -> tuple[str, str]:
         return f"< {part.small_threshold:g}", "suppressed (small)"
     if part.kind == "proportion":
         step = granularity((hi - lo) * 50.0)
-        pct = [format_number(x * 100.0, step) for x in (part.value, lo, hi)]
+        a, b = outward(lo * 100.0, hi * 100.0, step)
+        pct = [format_number(x, step) for x in (part.value * 100.0, max(a, 0.0), min(b, 100.0))]
         return f"{pct[0]}%", f"{pct[1]}% – {pct[2]}%"
     step = granularity((hi - lo) / 2.0, integer=part.kind == "count")
-    return format_number(part.value, step), f"{format_number(lo, step)} – {format_number(hi, step)}"
+    return format_number(part.value, step), format_interval(lo, hi, step)  # outwards
 
 
 def figure_rows(report: WeeklyReport) -> list[tuple[str, str, str, str, str]]:
