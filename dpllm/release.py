@@ -264,8 +264,11 @@ class Release:
         notes: free-text remarks (post-processing, opt-ins).
         complete: ``False`` when the window had not ended when its data was read
             (released only on explicit opt-in, ``allow_incomplete``).
+        estimand: what the value estimates, in words: the *bounded* statistic
+            ("feedback records, at most 5 per user"), which can be lower than the
+            raw figure when users exceed the bounds (bias, not noise).
 
-    .. versionchanged:: unreleased ``complete``.
+    .. versionchanged:: unreleased ``complete`` and ``estimand``.
 
     Privacy: whatever guarantee ``cost`` states, per ``privacy_unit``; everything
     computed from a Release alone is post-processing and free.
@@ -289,6 +292,7 @@ class Release:
     delta: float = 0.0
     notes: tuple[str, ...] = field(default=())
     complete: bool = True
+    estimand: str = ""
 
     def __post_init__(self) -> None:
         values = tuple(float(v) for v in self.values)
@@ -432,6 +436,7 @@ class Release:
             "delta": self.delta,
             "notes": list(self.notes),
             "complete": self.complete,
+            "estimand": self.estimand,
         }
 
     @classmethod
@@ -456,6 +461,7 @@ class Release:
                 delta=float(data.get("delta", 0.0)),
                 notes=tuple(data.get("notes", ())),
                 complete=bool(data.get("complete", True)),
+                estimand=str(data.get("estimand", "")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidPrivacyParameter):

@@ -77,6 +77,7 @@ __all__ = [
     "DEFAULT_EPSILONS",
     "StatsRunner",
     "default_catalogue",
+    "estimand_of",
     "rating_shares",
     "top_k",
 ]
@@ -130,6 +131,39 @@ def default_catalogue(
     if courses:
         queries.append(CourseBreakdown(epsilon=e["course_feedback"], courses=tuple(courses)))
     return {q.name: q for q in queries}
+
+
+def estimand_of(query: Query) -> str:
+    """What a query's release estimates, in words: the bounded statistic.
+
+    The bounds make the sensitivity finite, and they are part of what is
+    estimated: when some users exceed them, the bounded figure is below the raw
+    one (bias, not noise), and the interval covers the bounded figure.
+    """
+    from dpllm.data.topics import NewKeywords, TopTopics
+
+    if isinstance(query, FeedbackCount):
+        return f"feedback records, at most {query.max_records} per user"
+    if isinstance(query, ActiveUsers):
+        return "users with at least one record"
+    if isinstance(query, MeanRating):
+        policy = "clamped to 1–5" if query.out_of_range == "clamp" else "out-of-range left out"
+        return f"mean of per-user mean ratings ({policy}; each user counts once)"
+    if isinstance(query, RatingHistogram):
+        return f"ratings per star, at most {query.max_records} records per user"
+    if isinstance(query, TopicCounts):
+        limit = min(query.max_topics, len(query.vocabulary.topics))
+        return f"users mentioning each topic, at most {limit} topics per user"
+    if isinstance(query, TopTopics):
+        return "the most-mentioned topics (ranks only), at most one mention per user per topic"
+    if isinstance(query, CourseBreakdown):
+        return (
+            f"feedback records per course, at most {query.max_records} per course and "
+            f"{query.max_courses} courses per user"
+        )
+    if isinstance(query, NewKeywords):
+        return f"users using each new word, at most {query.max_keywords} words per user"
+    return ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -324,6 +358,7 @@ class StatsRunner:
             confidence=self._config.confidence,
             noise=self._noise,
         )
+        release = replace(release, estimand=estimand_of(query))
         if window.readiness(self._config.today) is Readiness.COMPLETE:
             return release
         return replace(
@@ -538,6 +573,8 @@ def rating_shares(histogram: Release) -> dict[str, Release]:
             window=histogram.window,
             seeded=histogram.seeded,
             complete=histogram.complete,
+            estimand=f"share of {'4–5' if name == 'share_high' else '1–2'} star ratings; "
+            + (histogram.estimand or "ratings per star"),
             small_threshold=None,
             notes=(f"post-processing of {histogram.name}; Bonferroni interval",),
         )

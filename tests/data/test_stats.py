@@ -351,3 +351,19 @@ def test_query_id_covers_table_and_column_map(data: Path, ledger: SQLiteLedger) 
     assert base.query_id(MeanRating(epsilon=0.5), WEEK) != base.query_id(
         MeanRating(epsilon=0.5, out_of_range="reject"), WEEK
     )
+
+
+def test_releases_name_their_bounded_estimand(data: Path, ledger: SQLiteLedger) -> None:
+    r = _at(data, ledger, AFTER)
+    out = r.release_all(
+        {"c": FeedbackCount(epsilon=0.2, max_records=3), "m": MeanRating(epsilon=0.5),
+         "h": RatingHistogram(epsilon=0.4)},
+        WEEK,
+    )  # fmt: skip
+    assert out["c"].estimand == "feedback records, at most 3 per user"
+    assert out["m"].estimand.startswith("mean of per-user mean ratings")
+    shares = rating_shares(out["h"])
+    assert "4–5 star" in shares["share_high"].estimand
+    # Stored with the release, served back from the cache.
+    assert ledger.get_release(out["c"].fingerprint).estimand == out["c"].estimand  # type: ignore[union-attr]
+    assert r.release(FeedbackCount(epsilon=0.2, max_records=3), WEEK) == out["c"]
