@@ -172,6 +172,11 @@ def show(
             else _as_epsilon(spec, spec.lifetime_cap)
         )
         loss.add_row(spec.name, str(len(windows)), _as_epsilon(spec, spent), bound)
+    local = ledger.local_worst_case()
+    if local.micro:
+        # Local-DP reports compose with the central releases: a user who reported
+        # lost this much more, whatever the pools say.
+        loss.add_row("local DP (most by one user)", "all", f"ε {_amount(local.micro)}", "—")
     console.print(loss)
 
     failed = [r for r in unreleased if r.status is ChargeStatus.FAILED]

@@ -26,7 +26,7 @@ from dpllm.windows import Window
 if TYPE_CHECKING:
     from dpllm.ledger._sql_base import Conn, SQLBase
 
-__all__ = ["local_spent", "record_local"]
+__all__ = ["local_spent", "local_worst_case", "record_local"]
 
 _KEY_NAME = "local_user_key"
 INSERT_SECRET = """
@@ -118,4 +118,22 @@ def local_spent(ledger: SQLBase, user: str, window: Window | str) -> Cost:
         (micro,) = conn.execute(
             SELECT_LOCAL_SPENT, {"user_key": user_key, "window": window}
         ).fetchone()
+    return Cost(Measure.PURE, int(micro))
+
+
+SELECT_LOCAL_WORST = """
+SELECT COALESCE(MAX(s), 0) FROM (
+    SELECT user_key, SUM(micro) AS s FROM local_reports GROUP BY user_key
+) AS per_user
+"""
+
+
+def local_worst_case(ledger: SQLBase) -> Cost:
+    """The most local ε any one user has spent, over all metrics and windows (pure ε).
+
+    Privacy: local-DP reports compose with each other and with the central
+    releases: a user's worst-case total loss is the central lifetime bound plus this.
+    """
+    with ledger._read() as conn:
+        micro = conn.execute(SELECT_LOCAL_WORST, {}).fetchone()[0]
     return Cost(Measure.PURE, int(micro))

@@ -515,6 +515,10 @@ class SQLLedger(SQLBase):
         """The local ε ``user`` spent in ``window`` over all metrics (pure ε)."""
         return _local.local_spent(self, user, window)
 
+    def local_worst_case(self) -> Cost:
+        """The most local ε one user has spent over all metrics and windows (pure ε)."""
+        return _local.local_worst_case(self)
+
     # -- the approval queue -------------------------------------------------------------
 
     def pending(self, *, status: str | None = "pending") -> list[PendingRequest]:

@@ -195,3 +195,16 @@ def test_path_remaining_converts_a_zcdp_parent_for_a_pure_child(tmp_path: Path) 
     pools = {p.name: p for p in ledger.pools()}
     # ρ = 0.5 left admits ε ≤ √(2·0.5) = 1: a pure charge of ε 1 costs ρ 0.5.
     assert path_remaining(pools, lambda n: ledger.balance(n, WEEK), "p") == 1_000_000
+
+
+def test_worst_case_loss_includes_local_dp(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    ledger = SQLiteLedger(path)
+    ledger.ensure_pool(PoolSpec("root", Measure.PURE, Cost.pure(1).micro))
+    for week in ("2026-W46", WEEK):
+        ledger.record_local(user="u1", window=week, metric="rating", cost=Cost.pure(1.5))
+    ledger.record_local(user="u2", window=WEEK, metric="rating", cost=Cost.pure(1.5))
+    assert ledger.local_worst_case() == Cost.pure(3)
+    result = runner.invoke(app, ["budget", "show", "--ledger", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "local DP" in result.output and "ε 3" in result.output
