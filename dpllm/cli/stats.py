@@ -159,6 +159,7 @@ def stats(
             releases = job.release(window, {q: job.plan[q] for q in wanted})
             pool = plan_pool(settings).name
             balance = job.ledger.balance(pool, window)
+            source = str(getattr(job.engine, "identity", settings.data.dataset_id))
     except DPLLMError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=1) from None
@@ -168,13 +169,15 @@ def stats(
     if as_json:
         payload = {n: r.to_dict() for n, r in {**releases, **derived}.items()}
         payload["_budget"] = {"pool": pool, "window": window.key, "spent_micro": balance.spent}
+        payload["_data"] = {"dataset_id": settings.data.dataset_id, "source": source}
         typer.echo(json.dumps(payload, ensure_ascii=False, indent=1))
         return
     from rich.console import Console
     from rich.table import Table
 
     t = Table(title=f"DP feedback statistics, {window} (privacy unit: user)")
-    for col in ("query", "component", "estimate", "95% interval", "mechanism", "cost"):
+    level = f"{settings.confidence * 100:g}% interval"
+    for col in ("query", "component", "estimate", level, "mechanism", "cost"):
         t.add_column(col)
     for name, rel in {**releases, **derived}.items():
         for row in _rows(name, rel, free=name in derived):
@@ -187,6 +190,14 @@ def stats(
         f"pool {pool!r}, window {window}: ε spent {spent:g} of {cap:g} "
         "(shares are post-processing of the histogram: free; reruns are served from the cache)"
     )
+    console.print(
+        f"data: {settings.data.dataset_id} at {source} (other data is another query, charged "
+        "anew). Each figure estimates a bounded statistic:",
+        markup=False,
+    )
+    for name, rel in {**releases, **derived}.items():
+        if rel.estimand:
+            console.print(f"  {name}: {rel.estimand}", markup=False)
 
 
 def register(app: typer.Typer) -> None:
