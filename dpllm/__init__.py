@@ -60,6 +60,7 @@ from dpllm.errors import (
     InvalidPrivacyParameter,
     InvalidReport,
     InvalidText,
+    InvalidWindow,
     LedgerError,
     LedgerUnavailable,
     MissingExtra,
@@ -80,6 +81,7 @@ from dpllm.errors import (
     UnknownPool,
     UnknownTicket,
     UnsafeIdentifier,
+    WindowNotReady,
 )
 from dpllm.guard import Guard, GuardReport, Violation, extract_mentions
 from dpllm.ldp.mechanisms import KRandomizedResponse, LDPEstimate, LDPReport, OptimisedUnaryEncoding
@@ -108,6 +110,7 @@ from dpllm.privacy.noise import NoiseSource, SecureNoise, SeededNoise
 from dpllm.release import Cost, Measure, Release
 from dpllm.templates import LintIssue, PromptEnvironment, lint
 from dpllm.weekly.job import WeeklyJob, WeeklyReport, run_weekly
+from dpllm.windows import Window
 
 if TYPE_CHECKING:
     from dpllm.chat.wrapper import wrap
@@ -171,6 +174,7 @@ __all__ = [
     "InvalidPrivacyParameter",
     "InvalidReport",
     "InvalidText",
+    "InvalidWindow",
     "KRandomizedResponse",
     "LDPClient",
     "LDPEstimate",
@@ -230,6 +234,8 @@ __all__ = [
     "Vocabulary",
     "WeeklyJob",
     "WeeklyReport",
+    "Window",
+    "WindowNotReady",
     "__version__",
     "audit_mechanism",
     "default_catalogue",

@@ -19,6 +19,8 @@ keeps working for code that does not know dpllm::
     │       ├── LedgerUnavailable (LedgerError, ConnectionError)
     │       └── RunLocked (LedgerError)              another process runs the same job
     ├── DataError (ValueError)                   bad data / SQL identifiers / sources
+    │   ├── InvalidWindow (DataError)            not a canonical ISO week in range
+    │   │   └── WindowNotReady (InvalidWindow)   a future or unfinished window
     │   ├── UnsafeIdentifier (DataError)         not a plain SQL name
     │   └── InvalidReport (DataError)            a malformed local-DP report
     │       └── DuplicateReport (InvalidReport)  second report of a user/metric/window
@@ -57,6 +59,7 @@ __all__ = [
     "InvalidPrivacyParameter",
     "InvalidReport",
     "InvalidText",
+    "InvalidWindow",
     "LedgerError",
     "LedgerUnavailable",
     "MissingExtra",
@@ -77,6 +80,7 @@ __all__ = [
     "UnknownPool",
     "UnknownTicket",
     "UnsafeIdentifier",
+    "WindowNotReady",
 ]
 
 
@@ -204,6 +208,22 @@ class RunLocked(LedgerError):
 
 class DataError(DPLLMError, ValueError):
     """The data or its source is unusable (missing file, unknown column, bad value)."""
+
+
+class InvalidWindow(DataError):
+    """A window is not a canonical ISO week (``2026-W47``) in the supported year range.
+
+    Raised at the edge that parsed it, before anything is read or charged
+    (HTTP 400, CLI exit 2).
+    """
+
+
+class WindowNotReady(InvalidWindow):
+    """The window has not ended yet (or has not begun): its data is not complete.
+
+    An unfinished week is released only on explicit opt-in (``allow_incomplete``);
+    a future week never.
+    """
 
 
 class UnsafeIdentifier(DataError):

@@ -296,6 +296,14 @@ class Release:
     .. versionchanged:: 0.2
        ``terms`` and ``component_terms`` (optional; omitted from :meth:`to_dict`
        when empty, so existing records serialise as before).
+        notes: free-text remarks (post-processing, opt-ins).
+        complete: ``False`` when the window had not ended when its data was read
+            (released only on explicit opt-in, ``allow_incomplete``).
+        estimand: what the value estimates, in words: the *bounded* statistic
+            ("feedback records, at most 5 per user"), which can be lower than the
+            raw figure when users exceed the bounds (bias, not noise).
+
+    .. versionchanged:: unreleased ``complete`` and ``estimand``.
 
     Privacy: whatever guarantee ``cost`` states, per ``privacy_unit``; everything
     computed from a Release alone is post-processing and free.
@@ -320,6 +328,8 @@ class Release:
     notes: tuple[str, ...] = field(default=())
     terms: tuple[tuple[str, str], ...] = ()
     component_terms: tuple[tuple[str, str, str], ...] = ()
+    complete: bool = True
+    estimand: str = ""
 
     def __post_init__(self) -> None:
         values = tuple(float(v) for v in self.values)
@@ -474,6 +484,8 @@ class Release:
                 if self.component_terms
                 else {}
             ),
+            "complete": self.complete,
+            "estimand": self.estimand,
         }
 
     def terms_in(self, language: str) -> tuple[str, ...]:
@@ -503,6 +515,8 @@ class Release:
                 notes=tuple(data.get("notes", ())),
                 terms=tuple(tuple(t) for t in data.get("terms", ())),
                 component_terms=tuple(tuple(t) for t in data.get("component_terms", ())),
+                complete=bool(data.get("complete", True)),
+                estimand=str(data.get("estimand", "")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidPrivacyParameter):

@@ -15,9 +15,17 @@ Everything here is post-processing of released values: free.
 from __future__ import annotations
 
 import math
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 
-__all__ = ["decimals_for", "granularity", "is_as_coarse_as", "round_to", "format_number"]
+__all__ = [
+    "decimals_for",
+    "format_interval",
+    "format_number",
+    "granularity",
+    "is_as_coarse_as",
+    "outward",
+    "round_to",
+]
 
 # Never state a figure finer than this, whatever its interval (guards against
 # an exact, sensitivity-0 release printing 17 significant digits).
@@ -76,6 +84,32 @@ def format_number(value: float, step: float, *, thousands: str = ",") -> str:
     if thousands and thousands != ",":
         text = text.replace(",", thousands)
     return text
+
+
+def _directed(value: float, step: float, rounding: str) -> float:
+    q = Decimal(repr(step))
+    ratio = Decimal(repr(value)) / q
+    nearest = ratio.quantize(Decimal(1))
+    # A relative tolerance keeps float noise (0.19999999999999973) from moving a
+    # bound a whole step outwards.
+    if abs(ratio - nearest) <= Decimal("1e-9") * max(Decimal(1), abs(ratio)):
+        ratio = nearest
+    result = float(ratio.quantize(Decimal(1), rounding=rounding) * q)
+    return 0.0 if result == 0 else result
+
+
+def outward(lo: float, hi: float, step: float) -> tuple[float, float]:
+    """``[lo, hi]`` rounded **outwards** to multiples of ``step``: a band printed
+    never looks narrower than it is (``[895, 925]`` at step 10 is ``890 – 930``)."""
+    if step <= 0:
+        raise ValueError("step must be > 0")
+    return _directed(lo, step, ROUND_FLOOR), _directed(hi, step, ROUND_CEILING)
+
+
+def format_interval(lo: float, hi: float, step: float, *, sep: str = " – ") -> str:
+    """An interval rounded outwards to ``step`` and printed like :func:`format_number`."""
+    a, b = outward(lo, hi, step)
+    return format_number(a, step) + sep + format_number(b, step)
 
 
 def is_as_coarse_as(stated_step: float, allowed_step: float) -> bool:

@@ -47,3 +47,37 @@ def test_round_and_format() -> None:
 def test_bad_half_width() -> None:
     with pytest.raises(ValueError):
         granularity(float("nan"))
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "step", "text"),
+    [
+        (895.0, 925.0, 10.0, "890 – 930"),  # was "900 – 920": narrower than the band
+        (169.0, 243.0, 10.0, "160 – 250"),  # was "170 – 240"
+        (3.57, 3.62, 0.01, "3.57 – 3.62"),  # already on the step: unchanged
+        (0.2, 0.6000000000000001, 0.1, "0.2 – 0.6"),  # float noise is not a step
+        (-3.5, 12.2, 1.0, "-4 – 13"),
+        (1234.0, 1691.0, 100.0, "1,200 – 1,700"),
+    ],
+)
+def test_intervals_are_printed_outwards(lo: float, hi: float, step: float, text: str) -> None:
+    from dpllm.rounding import format_interval, outward
+
+    assert format_interval(lo, hi, step) == text
+    a, b = outward(lo, hi, step)
+    assert a <= lo + 1e-9 and b >= hi - 1e-9
+
+
+def test_report_and_stats_tables_print_intervals_outwards() -> None:
+    from dpllm.cli.stats import _rows
+    from dpllm.release import Cost, Release
+    from dpllm.weekly.report import _estimate
+
+    count = Release(name="c", values=(910.0,), intervals=((895.0, 925.0),), mechanism="m",
+                    noise_scale=1.0, cost=Cost.pure(0.1), fingerprint="f", kind="count")  # fmt: skip
+    share = Release(name="s", values=(0.61,), intervals=((0.553, 0.667),), mechanism="m",
+                    noise_scale=1.0, cost=Cost.pure(0.1), fingerprint="f", kind="proportion",
+                    small_threshold=None)  # fmt: skip
+    assert _estimate(count)[1] == "890 – 930"
+    assert _rows("c", count, free=False)[0][3] == "890 – 930"
+    assert _estimate(share)[1] == "55% – 67%"

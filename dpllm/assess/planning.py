@@ -431,6 +431,7 @@ def simulate_schedule(settings: Settings, schedule: Schedule) -> list[SimulatedW
     out: list[SimulatedWeek] = []
     with tempfile.TemporaryDirectory(prefix="dpllm-plan-") as tmp:
         ledger = SQLiteLedger(Path(tmp) / "simulation.db")
+        ledger.mark_test_ledger()  # simulated releases are seeded: a test ledger
         try:
             for spec in _parents_first(pools):
                 ledger.ensure_pool(spec)

@@ -10,6 +10,7 @@ file or ``postgresql://…`` (see :mod:`dpllm.cli._common`).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict
 from decimal import Decimal
 from pathlib import Path
@@ -30,7 +31,7 @@ from dpllm.cli._common import (
 from dpllm.errors import DPLLMError
 
 if TYPE_CHECKING:
-    from dpllm.ledger.base import PoolSpec
+    from dpllm.ledger.base import Balance, PoolSpec
     from dpllm.ledger.factory import ManagedLedger
 
 __all__ = ["DEFAULT_LEDGER_PATH", "register"]
@@ -109,6 +110,10 @@ def _as_epsilon(pool: PoolSpec, micro: int) -> str:
     return f"ρ = {_amount(micro)} → (ε = {epsilon:.4g}, δ = {delta:g})"
 
 
+def _balance_in(ledger: ManagedLedger, window: str, pool: str) -> Balance:
+    return ledger.balance(pool, window)
+
+
 @budget_app.command("show")
 def show(
     config: ConfigOption = None,
@@ -120,15 +125,11 @@ def show(
     """Balances per pool and window, lifetime totals, and the worst-case loss per user."""
     from rich.table import Table
 
-    from dpllm.errors import DataError
+    from dpllm.cli.weekly import parse_window_option
     from dpllm.ledger.base import ChargeStatus
-    from dpllm.windows import parse_week
 
-    if window is not None:
-        try:
-            parse_week(window)
-        except DataError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--window") from None
+    parsed = parse_window_option(window)  # a malformed window is a usage error (exit 2)
+    window = None if parsed is None else parsed.key
     ledger, name = _open(config, ledger_path)
     try:
         pools = {p.name: p for p in ledger.pools()}
@@ -180,9 +181,13 @@ def show(
     table = Table(title=f"Privacy budget — {name}")
     for heading in ("pool", "window", "spent", "remaining", "window cap", "lifetime"):
         table.add_column(heading, justify="left" if heading in ("pool", "window") else "right")
+    from dpllm.ledger.base import path_remaining
+
     for b in balances:
         spec = pools[b.pool]
         sym = _symbol(spec)
+        # What a charge can still take: the minimum over the pool's path.
+        left = path_remaining(pools, functools.partial(_balance_in, ledger, b.window), b.pool)
         cap = _amount(b.window_cap)
         if b.granted:
             cap += f" ({'+' if b.granted > 0 else '−'}{_amount(abs(b.granted))} approved)"
@@ -191,7 +196,7 @@ def show(
             b.pool,
             b.window,
             f"{sym} {_amount(b.spent)}",
-            f"{sym} {_amount(b.remaining)}",
+            f"{sym} {_amount(left)}",
             f"{sym} {cap}",
             f"{sym} {_amount(b.lifetime_spent)} / {life_cap}",
         )
@@ -216,6 +221,11 @@ def show(
             else _as_epsilon(spec, spec.lifetime_cap)
         )
         loss.add_row(spec.name, str(len(windows)), _as_epsilon(spec, spent), bound)
+    local = ledger.local_worst_case()
+    if local.micro:
+        # Local-DP reports compose with the central releases: a user who reported
+        # lost this much more, whatever the pools say.
+        loss.add_row("local DP (most by one user)", "all", f"ε {_amount(local.micro)}", "—")
     console.print(loss)
 
     failed = [r for r in unreleased if r.status is ChargeStatus.FAILED]

@@ -52,7 +52,7 @@ def _with_data(settings: Settings, data: str) -> Settings:
 
 
 def _rows(name: str, rel: Release, *, free: bool) -> list[tuple[str, str, str, str, str, str]]:
-    from dpllm.rounding import format_number, granularity
+    from dpllm.rounding import format_interval, format_number, granularity
 
     out: list[tuple[str, str, str, str, str, str]] = []
     parts = list(rel.components()) if rel.is_vector else [("", rel)]
@@ -67,7 +67,7 @@ def _rows(name: str, rel: Release, *, free: bool) -> list[tuple[str, str, str, s
             interval = "small"
         else:
             estimate = format_number(part.value, step)
-            interval = f"{format_number(lo, step)} – {format_number(hi, step)}"
+            interval = format_interval(lo, hi, step)  # outwards: never narrower
         cost = rel.cost.describe() + (f", δ = {rel.delta:g}" if rel.delta else "")
         if free:
             cost = "free (post-processing)"
@@ -76,7 +76,9 @@ def _rows(name: str, rel: Release, *, free: bool) -> list[tuple[str, str, str, s
 
 
 def stats(
-    week: Annotated[str, typer.Option("--week", help="ISO week, e.g. 2026-W47.")],
+    week: Annotated[
+        str, typer.Option("--week", help="ISO week, written exactly like 2026-W47 (complete).")
+    ],
     config: ConfigOption = None,
     data: Annotated[
         str | None,
@@ -105,6 +107,12 @@ def stats(
     courses: Annotated[
         str | None, typer.Option("--courses", help="Public course list (comma-separated).")
     ] = None,
+    allow_incomplete: Annotated[
+        bool,
+        typer.Option(
+            "--allow-incomplete", help="Also release the current, unfinished week (marked so)."
+        ),
+    ] = False,
     as_json: JsonOption = False,
     dry_run: Annotated[
         bool,
@@ -115,16 +123,30 @@ def stats(
         ),
     ] = False,
 ) -> None:
-    """Release the weekly statistics of WEEK with intervals and costs."""
+    """Release the weekly statistics of WEEK with intervals and costs.
+
+    The statistics are the configured plan's (the same queries, bounds, pools and
+    query ids as ``dpllm weekly``), charged to the plan's pool: a statistic the
+    weekly job already released for WEEK is served from the cache, free.
+
+    With --json: a releases document (schema dpllm.releases/1, the format
+    dpllm guard check -r reads), with the pool's budget under "budget".
+    """
+    from dpllm.cli.weekly import parse_window_option, utc_today
     from dpllm.config import PlanQuery
     from dpllm.data.stats import COURSE_FEEDBACK_EPSILON, rating_shares
-    from dpllm.errors import DPLLMError
+    from dpllm.errors import DPLLMError, WindowNotReady
     from dpllm.release import releases_document
     from dpllm.weekly.job import WeeklyJob
-    from dpllm.windows import parse_week
 
+    window = parse_window_option(week)
+    assert window is not None
+    today = utc_today()
     try:
-        parse_week(week)
+        window.require_ready(today, allow_incomplete=allow_incomplete)
+    except WindowNotReady as exc:
+        raise typer.BadParameter(str(exc), param_hint="--week") from None
+    try:
         settings = load_settings(config, ledger=ledger)
         if data is not None:
             settings = _with_data(settings, data)
@@ -160,19 +182,22 @@ def stats(
             param_hint="--query",
         )
     try:
-        with WeeklyJob(settings, courses=course_list) as job:
+        with WeeklyJob(
+            settings, courses=course_list, today=today, allow_incomplete=allow_incomplete
+        ) as job:
             job.plan = {n: job.plan[n] for n in wanted}
             if dry_run:
                 from dpllm.cli.weekly import _print_dry_run, dry_run_of
 
-                result, users = dry_run_of(job, week)
+                result, users = dry_run_of(job, window)
                 _print_dry_run(result, settings, users)
                 if not result.fits:
                     raise typer.Exit(ExitCode.BUDGET)
                 return
-            with status(f"computing DP statistics for {week} (cached releases are free)"):
-                releases = job.release(week)
-            balance = job.ledger.balance(settings.plan_pool, week)
+            with status(f"computing DP statistics for {window} (cached releases are free)"):
+                releases = job.release(window)
+            balance = job.ledger.balance(settings.plan_pool, window)
+            source = str(getattr(job.engine, "identity", settings.data.dataset_id))
     except DPLLMError as exc:
         raise fail(str(exc), exit_code_for(exc)) from None
     pool = settings.plan_pool
@@ -180,19 +205,21 @@ def stats(
     if "rating_histogram" in releases:
         derived = rating_shares(releases["rating_histogram"])
     if as_json:
-        payload = releases_document(releases, derived, window=week)
+        payload = releases_document(releases, derived, window=window.key)
         payload["budget"] = {
             "pool": pool,
-            "window": week,
+            "window": window.key,
             "spent_micro": balance.spent,
             "window_cap_micro": balance.effective_cap,
         }
+        payload["data"] = {"dataset_id": settings.data.dataset_id, "source": source}
         print_json(payload)
         return
     from rich.table import Table
 
-    t = Table(title=f"DP feedback statistics, {week} (privacy unit: user)")
-    for col in ("query", "component", "estimate", "95% interval", "mechanism", "cost"):
+    t = Table(title=f"DP feedback statistics, {window} (privacy unit: user)")
+    level = f"{settings.confidence * 100:g}% interval"
+    for col in ("query", "component", "estimate", level, "mechanism", "cost"):
         t.add_column(col)
     for name, rel in {**releases, **derived}.items():
         for row in _rows(name, rel, free=name in derived):
@@ -201,9 +228,16 @@ def stats(
     spent = balance.spent / 1e6
     cap = balance.effective_cap / 1e6
     typer.echo(
-        f"pool {pool!r}, window {week}: ε spent {spent:g} of {cap:g} "
+        f"pool {pool!r}, window {window}: ε spent {spent:g} of {cap:g} "
         "(shares are post-processing of the histogram: free; reruns are served from the cache)"
     )
+    typer.echo(
+        f"data: {settings.data.dataset_id} at {source} (other data is another query, charged "
+        "anew). Each figure estimates a bounded statistic:"
+    )
+    for name, rel in {**releases, **derived}.items():
+        if rel.estimand:
+            typer.echo(f"  {name}: {rel.estimand}")
 
 
 def register(app: typer.Typer) -> None:

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from dpllm.config import Settings
     from dpllm.weekly.dryrun import DryRun
     from dpllm.weekly.job import WeeklyJob, WeeklyReport
+    from dpllm.windows import Window
 
 __all__ = [
     "DEMO_DIR",
@@ -78,6 +79,7 @@ __all__ = [
     "dry_run_of",
     "example_config",
     "last_complete_week",
+    "parse_window_option",
     "register",
 ]
 
@@ -121,6 +123,30 @@ def last_complete_week(today: dt.date) -> str:
     return iso_week(today - dt.timedelta(days=today.isoweekday()))
 
 
+def parse_window_option(value: str | None) -> Window | None:
+    """Parse a ``--week`` value once, at the edge (a malformed week exits 2).
+
+    Raises:
+        typer.BadParameter: not a canonical ISO week in range (usage error, exit 2).
+    """
+    from dpllm.errors import InvalidWindow
+    from dpllm.windows import Window
+
+    if value is None:
+        return None
+    try:
+        return Window.parse(value)
+    except InvalidWindow as exc:
+        raise typer.BadParameter(str(exc), param_hint="--week") from None
+
+
+def utc_today() -> dt.date:
+    """Today's UTC date: the CLI's one read of the clock, passed down as ``today``."""
+    from dpllm.windows import utc_today as today
+
+    return today()
+
+
 def _ensure_demo_data(settings: Settings) -> bool:
     """Generate the seeded demo data at the settings' data path when absent."""
     from dpllm.data.demo import generate_demo, write_demo
@@ -136,7 +162,11 @@ def _ensure_demo_data(settings: Settings) -> bool:
 def weekly(
     config: ConfigOption = None,
     week: Annotated[
-        str | None, typer.Option("--week", help="ISO week to report on, e.g. 2026-W47.")
+        str | None,
+        typer.Option(
+            "--week",
+            help="ISO week to report on, written exactly like 2026-W47 (a complete week).",
+        ),
     ] = None,
     last_complete: Annotated[
         bool,
@@ -167,6 +197,13 @@ def weekly(
             "spend and write nothing.",
         ),
     ] = False,
+    allow_incomplete: Annotated[
+        bool,
+        typer.Option(
+            "--allow-incomplete",
+            help="Also release the current, unfinished week (the report says so).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Turn a week of feedback into a DP report: report.md, report.json and charts.
@@ -176,9 +213,9 @@ def weekly(
     precision-guarded. An interrupted run is resumed by the same command: what it
     paid is taken over, nothing is charged twice.
     """
-    from dpllm.errors import ConfigError, DataError
-    from dpllm.windows import parse_week
+    from dpllm.errors import ConfigError
 
+    window = parse_window_option(week)
     if week and last_complete:
         raise typer.BadParameter("give --week or --last-complete, not both", param_hint="--week")
     if lang is not None and lang not in ("en", "zh"):
@@ -196,22 +233,34 @@ def weekly(
         raise fail_with(EXIT_USAGE, str(exc)) from None
 
     from dpllm.data.demo import DEMO_COURSES, DEMO_END_WEEK
+    from dpllm.errors import WindowNotReady
+    from dpllm.windows import Window
 
-    if week is None:
-        week = DEMO_END_WEEK if demo else last_complete_week(dt.datetime.now(dt.UTC).date())
+    today = utc_today()
+    if window is None:
+        window = Window.parse(DEMO_END_WEEK if demo else last_complete_week(today))
     try:
-        parse_week(week)
-    except DataError as exc:
-        raise fail_with(EXIT_USAGE, str(exc)) from None
-    resume = _resume_command(config, week, demo=demo, ledger=ledger, out=out, lang=lang)
+        window.require_ready(today, allow_incomplete=allow_incomplete)
+    except WindowNotReady as exc:
+        raise typer.BadParameter(str(exc), param_hint="--week") from None
+    resume = _resume_command(
+        config, window.key, demo=demo, ledger=ledger, out=out, lang=lang,
+        allow_incomplete=allow_incomplete,
+    )  # fmt: skip
     try:
         with terminate_as_interrupt():
             if demo and _ensure_demo_data(settings):
                 info(f"generated demo data in {settings.resolve(settings.data.path)}")
             if dry_run:
-                _dry_run(settings, week, courses=DEMO_COURSES if demo else ())
+                _dry_run(
+                    settings, window, courses=DEMO_COURSES if demo else (), today=today,
+                    allow_incomplete=allow_incomplete,
+                )  # fmt: skip
                 return
-            report, folder = _run(settings, week, demo=demo, courses=DEMO_COURSES, resume=resume)
+            report, folder = _run(
+                settings, window, demo=demo, courses=DEMO_COURSES, resume=resume, today=today,
+                allow_incomplete=allow_incomplete,
+            )  # fmt: skip
     except _Interrupted as exc:
         raise fail_with(exc.code, str(exc)) from None
     except KeyboardInterrupt as exc:  # before the job opened: nothing was touched
@@ -255,6 +304,7 @@ def _resume_command(
     ledger: str | None,
     out: Path | None = None,
     lang: str | None = None,
+    allow_incomplete: bool = False,
 ) -> str:
     """The command that resumes this run (the same week, config and options)."""
     import shlex
@@ -270,6 +320,8 @@ def _resume_command(
         parts += ["--out", str(out.resolve())]
     if lang is not None:
         parts += ["--lang", lang]
+    if allow_incomplete:
+        parts.append("--allow-incomplete")
     parts += ["--week", week]
     return shlex.join(parts)
 
@@ -282,7 +334,7 @@ class _Interrupted(Exception):
         self.code = code
 
 
-def _kept(job: WeeklyJob, week: str, signal_name: str, resume: str) -> str:
+def _kept(job: WeeklyJob, week: Window, signal_name: str, resume: str) -> str:
     """What an interrupted run kept, and how to resume it."""
     try:
         states = job.states(week)
@@ -309,7 +361,7 @@ def _kept(job: WeeklyJob, week: str, signal_name: str, resume: str) -> str:
     return " ".join(parts)
 
 
-def dry_run_of(job: WeeklyJob, week: str) -> tuple[DryRun, int]:
+def dry_run_of(job: WeeklyJob, week: Window | str) -> tuple[DryRun, int]:
     """The dry run of ``job`` for ``week``, expected intervals from a public guess."""
     from dpllm.assess.planning import Population, expected_exact, predicted_half_width
     from dpllm.data.queries import Query
@@ -324,10 +376,19 @@ def dry_run_of(job: WeeklyJob, week: str) -> tuple[DryRun, int]:
     return dry_run(job, week, half_width=half_width), population.users
 
 
-def _dry_run(settings: Settings, week: str, *, courses: tuple[str, ...]) -> None:
+def _dry_run(
+    settings: Settings,
+    week: Window,
+    *,
+    courses: tuple[str, ...],
+    today: dt.date,
+    allow_incomplete: bool,
+) -> None:
     from dpllm.weekly.job import WeeklyJob
 
-    with WeeklyJob(settings, courses=courses) as job:
+    with WeeklyJob(
+        settings, courses=courses, today=today, allow_incomplete=allow_incomplete
+    ) as job:
         result, users = dry_run_of(job, week)
     _print_dry_run(result, settings, users)
     if result.lint:
@@ -384,12 +445,18 @@ def _print_dry_run(result: DryRun, settings: Settings, users: int) -> None:
 
 
 def _run(
-    settings: Settings, week: str, *, demo: bool, courses: tuple[str, ...], resume: str
+    settings: Settings,
+    week: Window,
+    *,
+    demo: bool,
+    courses: tuple[str, ...],
+    resume: str,
+    today: dt.date,
+    allow_incomplete: bool,
 ) -> tuple[WeeklyReport, Path]:
     from dpllm.cli._common import steps
     from dpllm.weekly.job import WeeklyJob
     from dpllm.weekly.report import write_report
-    from dpllm.windows import previous_weeks
 
     labels = {
         "statistics": "computing DP statistics (cached releases are free)",
@@ -397,7 +464,12 @@ def _run(
         "redactor": "loading the redactor (Presidio, spaCy, jieba)",
         "generate": "writing, redacting and guarding the summary",
     }
-    with WeeklyJob(settings, courses=courses if demo else ()) as job:
+    with WeeklyJob(
+        settings,
+        courses=courses if demo else (),
+        today=today,
+        allow_incomplete=allow_incomplete,
+    ) as job:
         try:
             with steps(f"weekly report {week}", total=len(labels) + 2) as advance:
 
@@ -409,11 +481,11 @@ def _run(
                     # trend chart has points (each week charged once, to its own window).
                     step("trend weeks")
                     trend = {n: job.plan[n] for n in TREND_QUERIES if n in job.plan}
-                    for earlier in previous_weeks(week, 8)[:-1]:
+                    for earlier in week.previous(8)[:-1]:
                         job.release(earlier, trend)
                 report = job.run(week, progress=step)
                 step("writing report.md, report.json and the charts")
-                folder = settings.resolve(settings.output_dir) / week
+                folder = settings.resolve(settings.output_dir) / week.key
                 write_report(report, folder)
         except KeyboardInterrupt as exc:
             code = exit_code(exc)

@@ -25,11 +25,16 @@ from __future__ import annotations
 
 import csv
 import glob
+import hashlib
+import json
 import logging
 import os
 import re
 import secrets
+import shutil
 import sqlite3
+import tempfile
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
@@ -127,6 +132,8 @@ class SQLiteEngine:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self.identity = f"sqlite:{self.path.resolve()}"
+        """Which data this is (part of every query id): the resolved file path."""
         if not self.path.is_file():
             raise DataError(f"data file {str(self.path)!r} does not exist; check --data")
         try:
@@ -176,15 +183,8 @@ _FILE_SUFFIXES = (".parquet", ".csv", ".tsv")
 _DELIMITERS = {".csv": ",", ".tsv": "\t"}
 
 
-def _csv_reader(paths: Sequence[str], suffix: str) -> str:
-    """``read_csv(?, …)`` with the header's column names, every column as text, no sniffing.
-
-    The header line (the first file's) is metadata; no record line is read here.
-    With a fixed dialect, explicit columns and ``ignore_errors``, no record can
-    make the scan fail or change how other lines are parsed (a malformed line is
-    skipped, a short one padded with NULLs). A file whose quoting is broken (an
-    unterminated quote) still hides the lines after it: write CSV with a CSV writer.
-    """
+def _csv_header(paths: Sequence[str], suffix: str) -> list[str]:
+    """The column names of the first file's header line (metadata; no record is read)."""
     delim = _DELIMITERS[suffix]
     first = sorted(glob.glob(paths[0])) if glob.has_magic(paths[0]) else [paths[0]]
     with open(first[0], encoding="utf-8", errors="replace", newline="") as f:
@@ -194,12 +194,16 @@ def _csv_reader(paths: Sequence[str], suffix: str) -> str:
     ]
     if not names or len(set(names)) != len(names):
         raise DataError(f"the CSV file {first[0]!r} needs a header line of distinct column names")
+    return names
+
+
+def _csv_reader(names: Sequence[str]) -> str:
+    """``read_csv(?, …)`` of a cleaned file (:mod:`dpllm.data.csvclean`): every column
+    as text, no sniffing, a fixed dialect — the file is well-formed by construction."""
     columns = ", ".join(f"'{n}': 'VARCHAR'" for n in names)  # plain names only: safe
-    sql_delim = "\\t" if delim == "\t" else delim
     return (
-        f"read_csv(?, auto_detect = false, header = true, delim = '{sql_delim}', "
-        f"quote = '\"', escape = '\"', columns = {{{columns}}}, ignore_errors = true, "
-        "null_padding = true)"
+        "read_csv(?, auto_detect = false, header = true, delim = ',', "
+        f"quote = '\"', escape = '\"', columns = {{{columns}}}, ignore_errors = true)"
     )
 
 
@@ -211,8 +215,11 @@ _TEXT_CASTS = {"rating": "DOUBLE", "timestamp": "TIMESTAMPTZ"}
 class DuckDBEngine:
     """DuckDB over a database file, or over Parquet/CSV files.
 
-    CSV/TSV files are read with a fixed dialect, every column as text, and
-    malformed lines skipped. A rating or timestamp column of a text type (every
+    CSV/TSV files are first copied into a well-formed file by
+    :func:`~dpllm.data.csvclean.clean_csv` (again whenever a source file
+    changes): quoted line breaks work, and a malformed record is dropped on its
+    own line, never hiding the rows after it. They are read with a fixed
+    dialect, every column as text. A rating or timestamp column of a text type (every
     CSV column; a ``VARCHAR`` column of a table or Parquet file) is read through
     ``TRY_CAST`` (``DOUBLE``, ``TIMESTAMPTZ``): a value that does not parse is
     NULL, so it is ignored like a NULL rating (or falls in no window) instead of
@@ -247,8 +254,14 @@ class DuckDBEngine:
         for p in paths:
             if not (glob.glob(p) if glob.has_magic(p) else Path(p).is_file()):
                 raise DataError(f"data file {p!r} does not exist; check --data")
+        self.identity = "duckdb:" + json.dumps(sorted(str(Path(p).resolve()) for p in paths))
+        """Which data this is (part of every query id): the resolved paths or patterns."""
         self._files: list[str] | None = None
         self._reader = ""
+        self._csv_names: list[str] = []
+        self._csv_sources: tuple[list[str], str] | None = None
+        self._cleanup: weakref.finalize[Any, Any] | None = None
+        self._signature: tuple[tuple[str, int, int], ...] | None = None
         self._types: dict[str, dict[str, str]] = {}
         try:
             if suffixes <= set(_FILE_SUFFIXES):
@@ -257,10 +270,17 @@ class DuckDBEngine:
                         "DuckDBEngine reads files of one kind (Parquet, CSV or TSV), not a mix"
                     )
                 (suffix,) = suffixes
-                self._reader = (
-                    "read_parquet(?)" if suffix == ".parquet" else _csv_reader(paths, suffix)
-                )
-                self._files = paths
+                if suffix == ".parquet":
+                    self._reader = "read_parquet(?)"
+                    self._files = paths
+                else:
+                    self._csv_names = _csv_header(paths, suffix)
+                    self._csv_sources = (paths, _DELIMITERS[suffix])
+                    clean_dir = tempfile.mkdtemp(prefix="dpllm-csv-")
+                    # Removed on close(), or when the engine is collected.
+                    self._cleanup = weakref.finalize(self, shutil.rmtree, clean_dir, True)
+                    self._reader = _csv_reader(self._csv_names)
+                    self._files = [os.path.join(clean_dir, "records.csv")]
                 self._conn = duckdb.connect(":memory:")
             elif len(paths) == 1:
                 self._conn = duckdb.connect(paths[0], read_only=True)
@@ -277,9 +297,35 @@ class DuckDBEngine:
         return self._reader.startswith("read_csv")
 
     def _raw(self, table: str) -> Statement:
+        if self._csv_sources is not None:
+            self._refresh_csv()
         if self._files is not None:
             return Statement(self._reader, (self._files,))
         return Statement(quote_ident(table))
+
+    def _refresh_csv(self) -> None:
+        """(Re)write the cleaned copy when a source file changed (size, mtime)."""
+        from dpllm.data.csvclean import clean_csv
+
+        assert self._csv_sources is not None and self._files is not None
+        patterns, delim = self._csv_sources
+        files = sorted(
+            {f for p in patterns for f in (sorted(glob.glob(p)) if glob.has_magic(p) else [p])}
+        )
+        try:
+            signature = tuple((f, os.stat(f).st_mtime_ns, os.stat(f).st_size) for f in files)
+        except OSError as exc:
+            raise DataError(f"cannot read the CSV files {patterns!r}: {exc}") from exc
+        if signature == self._signature:
+            return
+        target = self._files[0]
+        tmp = target + ".tmp"
+        with open(tmp, "w", encoding="utf-8", newline="") as out:
+            csv.writer(out, lineterminator="\n").writerow(self._csv_names)
+            for f in files:
+                clean_csv(f, out, delimiter=delim, width=len(self._csv_names), header=True)
+        os.replace(tmp, target)
+        self._signature = signature
 
     def relation(self, columns: ColumnMap) -> Statement:
         raw = self._raw(columns.table)
@@ -334,12 +380,30 @@ class DuckDBEngine:
 
     def close(self) -> None:
         self._conn.close()
+        if self._cleanup is not None:
+            self._cleanup()
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _dsn_identity(dsn: str) -> str:
+    """A DSN without its secrets: ``postgres:`` + host, port, database, user (sorted JSON)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parts = conninfo_to_dict(dsn)
+    except Exception:  # noqa: BLE001 - a malformed DSN fails at connect; identity stays stable
+        parts = {"dsn": hashlib.sha256(dsn.encode()).hexdigest()}
+    kept = {
+        k: str(parts[k])
+        for k in ("host", "hostaddr", "port", "dbname", "user", "dsn")
+        if k in parts
+    }
+    return "postgres:" + json.dumps(kept, sort_keys=True)
 
 
 class PostgresEngine:
@@ -360,6 +424,8 @@ class PostgresEngine:
         import psycopg
 
         self._dsn = dsn
+        self.identity = _dsn_identity(dsn)
+        """Which data this is (part of every query id): host, port, database, user."""
         try:
             self._conn: psycopg.Connection[Row] = psycopg.connect(
                 dsn, autocommit=True, connect_timeout=connect_timeout

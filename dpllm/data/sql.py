@@ -355,15 +355,38 @@ def course_counts(
     )
 
 
+TEXTS_PER_USER = 5
+"""Texts of one user per window that topic and keyword queries read (the earliest; the
+same 5 as the default records-per-user bound)."""
+TEXT_CHARS = 1000
+"""Characters of each text that topic and keyword queries read (the first)."""
+
+
 def user_texts(
-    cols: ColumnMap, dialect: Dialect, source: Statement, start: dt.datetime, end: dt.datetime
+    cols: ColumnMap,
+    dialect: Dialect,
+    source: Statement,
+    start: dt.datetime,
+    end: dt.datetime,
+    *,
+    max_texts: int = TEXTS_PER_USER,
+    max_chars: int = TEXT_CHARS,
 ) -> Statement:
-    """Rows ``(user key, text)`` of the window (non-NULL texts; the caller bounds per user)."""
+    """Rows ``(user key, text)`` of the window, at most ``max_texts`` per user (the
+    earliest), each cut to ``max_chars`` characters — bounded in the SQL, so one user
+    with many long texts cannot make the tokenising that follows take longer than
+    ``max_texts × max_chars`` characters' worth. The caller bounds topics per user."""
+    n = _bound("max_texts", max_texts)
+    c = _bound("max_chars", max_chars)
+    u, t = user_key(cols), f"CAST({cols.q('text')} AS TEXT)"
     return (
-        text(f"SELECT {user_key(cols)}, CAST({cols.q('text')} AS TEXT) FROM ")
+        text(
+            f"SELECT u, SUBSTR(t, 1, {c}) FROM (SELECT {u} AS u, {t} AS t, ROW_NUMBER() "
+            f"OVER (PARTITION BY {u} ORDER BY {cols.q('timestamp')}, {t}) AS rn FROM "
+        )
         + source
         + window_filter(cols, dialect, start, end)
-        + text(f" AND {cols.q('text')} IS NOT NULL")
+        + text(f" AND {cols.q('text')} IS NOT NULL) AS texts WHERE rn <= {n}")
     )
 
 

@@ -3,11 +3,17 @@
 :class:`StatsRunner` is the one gate through which a statistic leaves the data
 layer. For each ``(query, window)`` it
 
-1. validates everything that needs no data: the query, the window key, the
-   column mapping against the source's schema (a missing file or an unknown
-   column fails here, and **nothing is charged**);
-2. computes the query id = SHA-256 of (query fingerprint, dataset id, window,
-   confidence level);
+1. validates everything that needs no data: the query, the window (parsed once
+   into a :class:`~dpllm.windows.Window` and refused when it lies in the future,
+   or is still running without ``allow_incomplete``), the column mapping
+   against the source's schema (a missing file or an unknown column fails here,
+   and **nothing is charged**);
+2. computes the query id = SHA-256 of everything that changes the answer: the
+   query's fingerprint (kind, bounds, vocabulary, policies, parameters, cost),
+   the dataset (its configured id, the engine's identity — resolved file path or
+   DSN host/port/database/user — and the column mapping), the window (its
+   canonical key; an unfinished window also the date it was read on) and the
+   confidence level;
 3. charges the ledger through :func:`~dpllm.ledger.base.release_once`
    (durable before anything is read; a cached release comes back at no cost);
 4. reads the data through the engine (contribution bounding in the SQL, or in
@@ -35,12 +41,13 @@ releases only and are free.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import secrets
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from dpllm.data.base import release_delta
@@ -59,17 +66,18 @@ from dpllm.data.shared import is_shareable, measure_shared
 from dpllm.data.sql import ColumnMap
 from dpllm.data.topics import DEFAULT_VOCABULARY, TopicCounts, Vocabulary
 from dpllm.errors import ChargeInProgress, DataError, InvalidPrivacyParameter
-from dpllm.ledger.base import Charge, Ledger, release_once
+from dpllm.ledger.base import Charge, Ledger, Outcome, release_recorded
 from dpllm.privacy.intervals import discrete_gaussian_half_width, discrete_laplace_half_width
 from dpllm.privacy.noise import NoiseSource
 from dpllm.release import Release
-from dpllm.windows import parse_week, week_bounds
+from dpllm.windows import Readiness, Window, utc_today
 
 __all__ = [
     "COURSE_FEEDBACK_EPSILON",
     "DEFAULT_EPSILONS",
     "StatsRunner",
     "default_catalogue",
+    "estimand_of",
     "rating_shares",
     "top_k",
 ]
@@ -125,12 +133,68 @@ def default_catalogue(
     return {q.name: q for q in queries}
 
 
+def estimand_of(query: Query) -> str:
+    """What a query's release estimates, in words: the bounded statistic.
+
+    The bounds make the sensitivity finite, and they are part of what is
+    estimated: when some users exceed them, the bounded figure is below the raw
+    one (bias, not noise), and the interval covers the bounded figure.
+    """
+    from dpllm.data.topics import NewKeywords, TopTopics
+
+    if isinstance(query, FeedbackCount):
+        return f"feedback records, at most {query.max_records} per user"
+    if isinstance(query, ActiveUsers):
+        return "users with at least one record"
+    if isinstance(query, MeanRating):
+        policy = "clamped to 1–5" if query.out_of_range == "clamp" else "out-of-range left out"
+        return f"mean of per-user mean ratings ({policy}; each user counts once)"
+    if isinstance(query, RatingHistogram):
+        return f"ratings per star, at most {query.max_records} records per user"
+    if isinstance(query, TopicCounts):
+        limit = min(query.max_topics, len(query.vocabulary.topics))
+        return f"users mentioning each topic, at most {limit} topics per user"
+    if isinstance(query, TopTopics):
+        return "the most-mentioned topics (ranks only), at most one mention per user per topic"
+    if isinstance(query, CourseBreakdown):
+        return (
+            f"feedback records per course, at most {query.max_records} per course and "
+            f"{query.max_courses} courses per user"
+        )
+    if isinstance(query, NewKeywords):
+        return f"users using each new word, at most {query.max_keywords} words per user"
+    return ""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Config:
     dataset_id: str
     pool: str
     analyst: str
     confidence: float
+    today: dt.date
+    allow_incomplete: bool
+
+
+def source_identity(engine: Engine, columns: ColumnMap) -> dict[str, object]:
+    """What identifies the data a query reads: engine, file or DSN, table, column map.
+
+    An engine's ``identity`` (``sqlite:/abs/path``, ``duckdb:[…]``, ``postgres:{host,
+    port, dbname, user}``) names its data; an engine without one is identified by
+    its class only, and the configured dataset id must then tell its sources apart.
+    A wrapper around an engine should forward its ``identity``.
+    """
+    identity = getattr(engine, "identity", None)
+    if not isinstance(identity, str) or not identity:
+        identity = f"{type(engine).__module__}.{type(engine).__qualname__}"
+    return {
+        "source": identity,
+        "table": columns.table,
+        "columns": {
+            role: getattr(columns, role)
+            for role in ("user", "rating", "text", "timestamp", "course")
+        },
+    }
 
 
 class StatsRunner:
@@ -149,9 +213,20 @@ class StatsRunner:
         confidence: interval level of every release.
         noise: the noise source; ``None`` is the secure default. A seeded source
             marks releases ``seeded`` (tests only).
+        today: the current UTC date (``None``: read once, here, from the
+            clock — this constructor is an edge; nothing below reads a clock).
+            A window that has not ended by then is refused, a future one always.
+        allow_incomplete: release the current, unfinished window too; its
+            release is marked ``complete=False`` and its query id carries
+            ``today`` (a later read of the same week is another query).
 
     Privacy: every release costs its query's ε (or ρ) per user in its window,
     charged before the data is read; a repeated (query, window) is free.
+
+    .. versionchanged:: unreleased
+       ``today`` and ``allow_incomplete``; windows are
+       :class:`~dpllm.windows.Window` values (a string is parsed strictly);
+       the query id covers the engine's identity and the column mapping.
     """
 
     def __init__(
@@ -166,7 +241,15 @@ class StatsRunner:
         analyst: str = "default",
         confidence: float = 0.95,
         noise: NoiseSource | None = None,
+        today: dt.date | None = None,
+        allow_incomplete: bool = False,
     ) -> None:
+        if today is None:
+            today = utc_today()  # the Python API is an edge: one clock read, here
+        if not isinstance(today, dt.date):
+            raise DataError(f"today must be a datetime.date (UTC), got {today!r}")
+        if isinstance(today, dt.datetime):
+            today = today.astimezone(dt.UTC).date() if today.tzinfo else today.date()
         if not isinstance(dataset_id, str) or not dataset_id:
             raise DataError("dataset_id must be a non-empty string naming the dataset")
         if not 0.0 < confidence < 1.0:
@@ -177,18 +260,50 @@ class StatsRunner:
         self._salt = salt if salt is not None else secrets.token_bytes(32)
         self._noise = noise
         self._config = _Config(
-            dataset_id=dataset_id, pool=pool, analyst=analyst, confidence=confidence
+            dataset_id=dataset_id,
+            pool=pool,
+            analyst=analyst,
+            confidence=confidence,
+            today=today,
+            allow_incomplete=allow_incomplete,
         )
+        self._source = source_identity(engine, self.columns)
         self._schema: frozenset[str] | None = None
+        if noise is not None and noise.seeded and not getattr(ledger, "is_test_ledger", True):
+            # The ledger would refuse the release after the charge; refuse before it.
+            raise InvalidPrivacyParameter(
+                "a seeded noise source makes reproducible releases, which this production "
+                "ledger refuses; use the default noise, or a test ledger (mark_test_ledger())"
+            )
 
-    def query_id(self, query: Query, window: str) -> str:
-        """SHA-256 of (query fingerprint, dataset id, window, confidence)."""
-        spec = {
+    def window(self, window: Window | str) -> Window:
+        """Parse ``window`` (strictly) and refuse it unless its data is complete.
+
+        Raises:
+            InvalidWindow: not a canonical ISO week in range.
+            WindowNotReady: a future window, or the current one without
+                ``allow_incomplete`` (nothing read or charged).
+        """
+        w = Window.parse(window)
+        w.require_ready(self._config.today, allow_incomplete=self._config.allow_incomplete)
+        return w
+
+    def query_id(self, query: Query, window: Window | str) -> str:
+        """SHA-256 of everything that changes the answer (see the module docstring).
+
+        The same query over the same data, window and confidence has the same id
+        wherever it is asked (weekly job, ``dpllm stats``, the server, Python).
+        """
+        w = Window.parse(window)
+        spec: dict[str, object] = {
             "query": query.fingerprint(),
             "dataset": self._config.dataset_id,
-            "window": window,
+            "source": self._source,
+            "window": w.key,
             "confidence": self._config.confidence,
         }
+        if w.readiness(self._config.today) is not Readiness.COMPLETE:
+            spec["as_of"] = self._config.today.isoformat()  # an unfinished week's data grows
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
     def check(self, query: Query) -> None:
@@ -232,25 +347,36 @@ class StatsRunner:
             text += f"; δ = {delta:g} per user per window, accepted, not capped by the ledger"
         return text
 
-    def _scope(self, window: str) -> Scope:
-        start, end = week_bounds(window)
-        return Scope(self.engine, self.columns, window, start, end, self._salt)
+    def _scope(self, window: Window) -> Scope:
+        return Scope(self.engine, self.columns, window.key, window.start, window.end, self._salt)
 
-    def _publish(self, query: Query, exact: Exact, query_id: str, window: str) -> Release:
-        return query.publish(
+    def _publish(self, query: Query, exact: Exact, query_id: str, window: Window) -> Release:
+        release = query.publish(
             exact,
             fingerprint=query_id,
-            window=window,
+            window=window.key,
             confidence=self._config.confidence,
             noise=self._noise,
         )
+        release = replace(release, estimand=estimand_of(query))
+        if window.readiness(self._config.today) is Readiness.COMPLETE:
+            return release
+        return replace(
+            release,
+            complete=False,
+            notes=(
+                *release.notes,
+                f"window {window} was not complete when read ({self._config.today.isoformat()}); "
+                "released on explicit opt-in (allow_incomplete)",
+            ),
+        )
 
-    def release(self, query: Query, window: str, *, accept_delta: bool = False) -> Release:
-        """Release ``query`` for ``window`` (an ISO week key such as ``2026-W47``).
+    def release(self, query: Query, window: Window | str, *, accept_delta: bool = False) -> Release:
+        """Release ``query`` for ``window`` (a :class:`~dpllm.windows.Window`, or its key).
 
         Args:
             query: the query.
-            window: the ISO week key.
+            window: the ISO week (a string must be exactly canonical, ``2026-W47``).
             accept_delta: release a query whose release has δ > 0 although the
                 ledger does not account δ (δ goes into the charge's description
                 and onto the release).
@@ -260,7 +386,9 @@ class StatsRunner:
             else a fresh release, charged to the pool for ``window``.
 
         Raises:
-            DataError: bad window, missing source or column (nothing charged), or
+            InvalidWindow: a malformed window; WindowNotReady: a future or
+                unfinished one (nothing charged).
+            DataError: missing source or column (nothing charged), or
                 an engine failure after the read (charged; no database text).
             InvalidPrivacyParameter: δ > 0 and not ``accept_delta`` (nothing charged).
             BudgetExceeded: the pool cannot take the cost (nothing charged).
@@ -270,13 +398,20 @@ class StatsRunner:
         .. versionchanged:: unreleased no query fails because of the data;
            ``accept_delta``.
         """
-        parse_week(window)
+        return self.release_recorded(query, window, accept_delta=accept_delta).release
+
+    def release_recorded(
+        self, query: Query, window: Window | str, *, accept_delta: bool = False
+    ) -> Outcome:
+        """:meth:`release`, with what the ledger recorded for this call: served from
+        the cache, charged by this call, or covered by another caller's charge."""
+        window = self.window(window)
         self.check(query)
         delta = self._admit_delta(query, accept_delta)
         scope = self._scope(window)
         query_id = self.query_id(query, window)
         cfg = self._config
-        return release_once(
+        return release_recorded(
             self.ledger,
             query_id=query_id,
             pool=cfg.pool,
@@ -290,7 +425,7 @@ class StatsRunner:
     def release_all(
         self,
         queries: Mapping[str, Query],
-        window: str,
+        window: Window | str,
         *,
         shared: bool = True,
         accept_delta: bool = False,
@@ -299,7 +434,7 @@ class StatsRunner:
 
         Args:
             queries: ``{name: query}``; the result has the same keys, in order.
-            window: an ISO week key.
+            window: the ISO week.
             shared: measure the shareable queries (count, active users, mean,
                 histogram; two or more of them) from one per-user pass; the
                 others, or all when ``False``, read the data one by one.
@@ -317,7 +452,7 @@ class StatsRunner:
         charged under its own query id before the data is read. Sharing the read
         changes no cost: each exact aggregate is the one its query proves.
         """
-        parse_week(window)
+        window = self.window(window)
         for q in queries.values():
             self.check(q)
             self._admit_delta(q, accept_delta)
@@ -328,7 +463,7 @@ class StatsRunner:
             for n, q in queries.items()
         }
 
-    def _release_batch(self, queries: Mapping[str, Query], window: str) -> dict[str, Release]:
+    def _release_batch(self, queries: Mapping[str, Query], window: Window) -> dict[str, Release]:
         """Charge every query, then read once, then noise and store each (see :meth:`release_all`)."""
         ids = {name: self.query_id(q, window) for name, q in queries.items()}
         by_id = {ids[name]: q for name, q in queries.items()}  # one charge per query id
@@ -377,7 +512,7 @@ class StatsRunner:
         return release
 
     def trend(
-        self, query: Query, windows: Sequence[str], *, accept_delta: bool = False
+        self, query: Query, windows: Sequence[Window | str], *, accept_delta: bool = False
     ) -> dict[str, Release]:
         """The same query in several weeks, each charged to its own window.
 
@@ -385,11 +520,10 @@ class StatsRunner:
         of them loses ``len(windows) × cost`` in total, which the pool's lifetime
         cap bounds.
         """
-        for w in windows:
-            parse_week(w)
+        parsed = [self.window(w) for w in windows]
         self.check(query)
         self._admit_delta(query, accept_delta)
-        return {w: self.release(query, w, accept_delta=accept_delta) for w in windows}
+        return {w.key: self.release(query, w, accept_delta=accept_delta) for w in parsed}
 
 
 def _half_width(release: Release, confidence: float) -> float:
@@ -442,6 +576,9 @@ def rating_shares(histogram: Release) -> dict[str, Release]:
             privacy_unit=histogram.privacy_unit,
             window=histogram.window,
             seeded=histogram.seeded,
+            complete=histogram.complete,
+            estimand=f"share of {'4–5' if name == 'share_high' else '1–2'} star ratings; "
+            + (histogram.estimand or "ratings per star"),
             small_threshold=None,
             notes=(f"post-processing of {histogram.name}; Bonferroni interval",),
         )

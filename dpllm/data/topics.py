@@ -12,9 +12,12 @@ keyed pseudo-random choice (HMAC with a secret salt), so no analyst can steer
 which. Keywords outside the vocabulary are released only through DP partition
 selection (:class:`NewKeywords`, off by default).
 
-**Where the bounds are applied: in Python.** The SQL
-(:func:`dpllm.data.sql.user_texts`) returns the window's ``(user key, text)``
-rows, unbounded; segmentation, the once-per-topic rule and the ``L`` limit run
+**Where the bounds are applied.** The SQL (:func:`dpllm.data.sql.user_texts`)
+returns the window's ``(user key, text)`` rows, at most
+:data:`~dpllm.data.sql.TEXTS_PER_USER` texts per user, each cut to
+:data:`~dpllm.data.sql.TEXT_CHARS` characters — a per-user bound applied before
+any expensive per-record work, so one user's many long texts cannot stretch the
+tokenising (a timing channel); segmentation, the once-per-topic rule and the ``L`` limit run
 here, grouped by the same canonical user key the SQL produces. The rows stay
 inside the core; only the bounded counts reach a mechanism.
 """

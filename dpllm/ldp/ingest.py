@@ -39,6 +39,7 @@ from dpllm._extras import require
 from dpllm.errors import DuplicateReport, InvalidReport, LedgerUnavailable
 from dpllm.ldp.mechanisms import LDPAggregate, LDPEstimate, LDPReport, LocalRandomizer
 from dpllm.release import MICRO, Cost, to_micro
+from dpllm.windows import Window
 
 require("fastapi", extra="server", feature="the local-DP ingest service (dpllm.ldp.ingest)")
 
@@ -48,7 +49,16 @@ from fastapi.responses import JSONResponse  # noqa: E402
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["LDPClient", "LDPIngest", "LDPStore", "ldp_router", "pseudonym", "router"]
+__all__ = [
+    "LDPClient",
+    "LDPIngest",
+    "LDPStore",
+    "MemoryReports",
+    "SentReports",
+    "ldp_router",
+    "pseudonym",
+    "router",
+]
 
 REPORTS_PATH = "/v1/ldp/reports"
 
@@ -335,8 +345,44 @@ router = _build_router(_from_app_state)
 """The same endpoints for ``dpllm serve``: they use ``app.state.ldp_ingest`` (503 until set)."""
 
 
+class SentReports(Protocol):
+    """Where a client keeps the one report it randomised per (metric, window, user)."""
+
+    def get(self, key: tuple[str, str, str]) -> tuple[int, LDPReport] | None:
+        """The ``(value, report)`` randomised for ``key``, if any."""
+        ...
+
+    def put(self, key: tuple[str, str, str], value: int, report: LDPReport) -> None:
+        """Keep ``report`` (randomised from ``value``) for ``key``."""
+        ...
+
+
+class MemoryReports:
+    """:class:`SentReports` in this process's memory (lost when the process ends)."""
+
+    def __init__(self) -> None:
+        self._items: dict[tuple[str, str, str], tuple[int, LDPReport]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, str]) -> tuple[int, LDPReport] | None:
+        with self._lock:
+            return self._items.get(key)
+
+    def put(self, key: tuple[str, str, str], value: int, report: LDPReport) -> None:
+        with self._lock:
+            self._items.setdefault(key, (value, report))
+
+
 class LDPClient:
     """Randomise a value locally and send the report.
+
+    **One randomised report per (metric, window, user).** The first call for a
+    key randomises the value and keeps the report; every later call for that key
+    — a retry after a timeout, a 5xx, a crash of the request — re-sends that
+    same report, never a freshly randomised one. (Fresh randomisations of one
+    value are independent ε-LDP reports: 60 of them at ε = 1 let a majority vote
+    recover the value, while the server records one.) A different value for a
+    key already reported is refused locally, nothing sent.
 
     Args:
         base_url: the dpllm server (``https://stats.example.com``).
@@ -346,9 +392,15 @@ class LDPClient:
         client: an httpx client to use (tests pass one with a mock transport);
             by default one is created for ``base_url``.
         api_key: sent as ``Authorization: Bearer``.
+        sent: where the randomised reports are kept (default: in memory, for
+            this client's life). An app that may restart between retries passes
+            a durable :class:`SentReports`.
 
-    Privacy: only the randomised payload leaves the process (ε-LDP per report);
-    randomness comes from OpenDP's secure samplers.
+    Privacy: only the randomised payload leaves the process, once randomised per
+    (metric, window, user): ε-LDP per user per metric per window, however often
+    it is re-sent. Randomness comes from OpenDP's secure samplers.
+
+    .. versionchanged:: unreleased retries re-send the kept report.
     """
 
     def __init__(
@@ -359,6 +411,7 @@ class LDPClient:
         randomizer: LocalRandomizer,
         client: httpx.Client | None = None,
         api_key: str | None = None,
+        sent: SentReports | None = None,
     ) -> None:
         import httpx
 
@@ -367,25 +420,44 @@ class LDPClient:
         self._headers = headers
         self.metric = metric
         self.randomizer = randomizer
+        self._sent: SentReports = sent if sent is not None else MemoryReports()
 
-    def report(self, *, user: str, value: int, window: str) -> LDPReport:
-        """Randomise ``value`` and POST it; returns the report that was sent.
+    def report(self, *, user: str, value: int, window: Window | str) -> LDPReport:
+        """Randomise ``value`` (once per metric, window and user) and POST it.
+
+        Returns:
+            The report that was sent: on a retry, the one kept from the first call.
 
         Raises:
+            InvalidWindow: ``window`` is not a canonical ISO week.
             InvalidReport: the value is outside the domain, or the server refused.
-            DuplicateReport: the server already holds this user's report.
-            LedgerUnavailable: the server cannot be reached.
+            DuplicateReport: the server already holds this user's report, or this
+                client already randomised another value for the key (nothing sent).
+            LedgerUnavailable: the server cannot be reached (retry: the same
+                report is sent again).
         """
         import httpx
 
-        report = LDPReport(
-            metric=self.metric,
-            window=window,
-            user=user,
-            mechanism=self.randomizer.name,
-            epsilon=self.randomizer.epsilon,
-            payload=self.randomizer.randomise(value),
-        )
+        key = (self.metric, Window.parse(window).key, user)
+        kept = self._sent.get(key)
+        if kept is None:
+            report = LDPReport(
+                metric=self.metric,
+                window=key[1],
+                user=user,
+                mechanism=self.randomizer.name,
+                epsilon=self.randomizer.epsilon,
+                payload=self.randomizer.randomise(value),
+            )
+            self._sent.put(key, value, report)
+            kept = self._sent.get(key)
+            assert kept is not None
+        if kept[0] != value:
+            raise DuplicateReport(
+                f"this client already randomised a report of {self.metric!r} for this user in "
+                f"{key[1]}; only one report per user per metric per window (nothing was sent)"
+            )
+        report = kept[1]
         try:
             resp = self._client.post(
                 REPORTS_PATH,

@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING
 from dpllm.errors import DuplicateReport, InvalidPrivacyParameter
 from dpllm.ledger import _rows
 from dpllm.release import Cost, Measure
+from dpllm.windows import Window
 
 if TYPE_CHECKING:
     from dpllm.ledger._sql_base import Conn, SQLBase
 
-__all__ = ["local_spent", "record_local"]
+__all__ = ["local_spent", "local_worst_case", "record_local"]
 
 _KEY_NAME = "local_user_key"
 INSERT_SECRET = """
@@ -71,7 +72,7 @@ def _check_user(user: object) -> str:
 
 
 def record_local(
-    ledger: SQLBase, *, user: str, window: str, metric: str, cost: Cost, analyst: str
+    ledger: SQLBase, *, user: str, window: Window | str, metric: str, cost: Cost, analyst: str
 ) -> None:
     """Record that ``user`` spent ``cost`` (local ε) on one report of ``metric`` in ``window``.
 
@@ -82,7 +83,7 @@ def record_local(
             positive pure ε. DataError: a malformed window key.
     """
     _check_user(user)
-    _rows.check_request(query_id=metric, window=window, cost=cost, analyst=analyst)
+    window = _rows.check_request(query_id=metric, window=window, cost=cost, analyst=analyst)
     if cost.measure is not Measure.PURE or cost.micro <= 0:
         raise InvalidPrivacyParameter(
             f"a local-DP report costs a positive pure ε (Cost.pure(...)), got {cost.describe()}"
@@ -105,10 +106,10 @@ def record_local(
         )  # fmt: skip
 
 
-def local_spent(ledger: SQLBase, user: str, window: str) -> Cost:
+def local_spent(ledger: SQLBase, user: str, window: Window | str) -> Cost:
     """The local ε ``user`` spent in ``window``, summed over metrics (exact micro-units)."""
     _check_user(user)
-    _rows.check_request(query_id="-", window=window, cost=Cost.zero(), analyst="-")
+    window = _rows.check_request(query_id="-", window=window, cost=Cost.zero(), analyst="-")
     with ledger._read() as conn:
         row = conn.execute(SELECT_SECRET, {"name": _KEY_NAME}).fetchone()
         if row is None:
@@ -117,4 +118,22 @@ def local_spent(ledger: SQLBase, user: str, window: str) -> Cost:
         (micro,) = conn.execute(
             SELECT_LOCAL_SPENT, {"user_key": user_key, "window": window}
         ).fetchone()
+    return Cost(Measure.PURE, int(micro))
+
+
+SELECT_LOCAL_WORST = """
+SELECT COALESCE(MAX(s), 0) FROM (
+    SELECT user_key, SUM(micro) AS s FROM local_reports GROUP BY user_key
+) AS per_user
+"""
+
+
+def local_worst_case(ledger: SQLBase) -> Cost:
+    """The most local ε any one user has spent, over all metrics and windows (pure ε).
+
+    Privacy: local-DP reports compose with each other and with the central
+    releases: a user's worst-case total loss is the central lifetime bound plus this.
+    """
+    with ledger._read() as conn:
+        micro = conn.execute(SELECT_LOCAL_WORST, {}).fetchone()[0]
     return Cost(Measure.PURE, int(micro))

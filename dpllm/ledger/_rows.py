@@ -13,7 +13,7 @@ from typing import Any
 from dpllm.errors import BudgetExceeded, InvalidPrivacyParameter, LedgerError
 from dpllm.ledger.base import AuditEvent, ChargeRecord, ChargeStatus, PendingRequest, PoolSpec
 from dpllm.release import Cost, Measure, Release
-from dpllm.windows import parse_week
+from dpllm.windows import Window
 
 Row = Sequence[Any]
 
@@ -55,13 +55,19 @@ def owner_gone(owner: str | None, lease_expires: float | None, now: float) -> bo
 
 def check_request(
     *, query_id: object, window: object, cost: object, analyst: object, description: object = ""
-) -> None:
-    """Validate a charge request before anything touches the database."""
+) -> str:
+    """Validate a charge request before anything touches the database.
+
+    Returns:
+        The window's canonical key: a :class:`~dpllm.windows.Window`, or a string
+        that is already exactly canonical (any other spelling is refused, so one
+        data week is one ledger window).
+    """
     if not isinstance(query_id, str) or not query_id or len(query_id) > 512:
         raise InvalidPrivacyParameter(
             f"query_id must be a non-empty string of ≤ 512 characters, got {query_id!r}"
         )
-    parse_week(window)  # type: ignore[arg-type]  # raises DataError on anything else
+    key = Window.parse(window).key  # raises InvalidWindow on anything else
     if not isinstance(cost, Cost):
         raise InvalidPrivacyParameter(
             f"cost must be a dpllm Cost (Cost.pure(...) or Cost.zcdp(...)), got {cost!r}"
@@ -76,6 +82,7 @@ def check_request(
                 f"{name} holds a NUL character or an unpaired surrogate, which no ledger "
                 f"database can store: {text!r}"
             )
+    return key
 
 
 def _storable(text: str) -> bool:

@@ -29,6 +29,7 @@ from dpllm.errors import ConfigError, InvalidPrivacyParameter, UnknownPool
 from dpllm.ledger import _rows, sql
 from dpllm.ledger.base import AuditEvent, Balance, ChargeRecord, PoolSpec
 from dpllm.release import Cost, Release
+from dpllm.windows import Window
 
 __all__ = [
     "DEFAULT_LEASE_SECONDS",
@@ -64,6 +65,9 @@ class Conn(Protocol):
     """A connection inside a transaction: runs one statement with ``:named`` parameters."""
 
     def execute(self, statement: str, params: Any = ..., /) -> Cursor: ...
+
+
+_SELECT_KIND = "SELECT value FROM ledger_secrets WHERE name = 'ledger_kind'"
 
 
 class SQLBase:
@@ -122,6 +126,62 @@ class SQLBase:
         """Names of the applied migrations, in order."""
         with self._read() as conn:
             return [r[0] for r in conn.execute("SELECT name FROM dpllm_migrations ORDER BY name")]
+
+    # -- test ledgers ----------------------------------------------------------------
+    @property
+    def is_test_ledger(self) -> bool:
+        """True when this ledger was created as a test ledger (it may store seeded releases)."""
+        cached: bool | None = getattr(self, "_is_test", None)
+        if cached is None:
+            with self._read() as conn:
+                row = conn.execute(_SELECT_KIND, {}).fetchone()
+            cached = row is not None and row[0] == "test"
+            self._is_test = cached
+        return cached
+
+    def check_seeded(self, release: Release) -> None:
+        """Refuse a seeded release unless this is a test ledger (see :meth:`mark_test_ledger`).
+
+        Raises:
+            InvalidPrivacyParameter: ``release.seeded`` and not a test ledger.
+        """
+        if getattr(release, "seeded", False) and not self.is_test_ledger:
+            raise InvalidPrivacyParameter(
+                f"release {release.name!r} was made with a seeded (reproducible) noise "
+                "generator and this is a production ledger: it stores and serves only "
+                "securely noised releases. Use the default noise, or a test ledger "
+                "(mark_test_ledger() on a new ledger) for tests"
+            )
+
+    def mark_test_ledger(self) -> None:
+        """Make a new, empty ledger a **test ledger**: one that stores seeded releases.
+
+        A production ledger refuses a release made with a seeded noise generator
+        (:class:`~dpllm.privacy.noise.SeededNoise`): its noise is reproducible by
+        anyone with the seed, so it protects nobody. Only a ledger that holds no
+        charge yet can become a test ledger, and it stays one.
+
+        Raises:
+            LedgerError: the ledger already holds charges and is not a test ledger.
+        """
+        from dpllm.errors import LedgerError
+
+        with self._tx() as conn:
+            row = conn.execute(_SELECT_KIND, {}).fetchone()
+            if row is not None and row[0] == "test":
+                self._is_test = True
+                return
+            if conn.execute("SELECT COUNT(*) FROM charges", {}).fetchone()[0]:
+                raise LedgerError(
+                    "this ledger already holds charges: only a new, empty ledger can be made "
+                    "a test ledger; use a fresh file or database for tests"
+                )
+            conn.execute(
+                "INSERT INTO ledger_secrets (name, value) VALUES ('ledger_kind', 'test') "
+                "ON CONFLICT (name) DO NOTHING",
+                {},
+            )
+        self._is_test = True
 
     # -- helpers --------------------------------------------------------------------
     def _now_text(self) -> str:
@@ -281,19 +341,23 @@ class SQLBase:
             return None
         return _rows.release_from_json(row[0])
 
-    def releases(self, *, name: str | None = None, window: str | None = None) -> list[Release]:
+    def releases(
+        self, *, name: str | None = None, window: Window | str | None = None
+    ) -> list[Release]:
         """Stored releases, filtered by name and window (reading them spends nothing)."""
+        if window is not None:
+            window = Window.parse(window).key
         with self._read() as conn:
             rows = conn.execute(sql.SELECT_RELEASES, {"name": name, "window": window}).fetchall()
         return [_rows.release_from_json(r[0]) for r in rows]
 
-    def balance(self, pool: str, window: str) -> Balance:
+    def balance(self, pool: str, window: Window | str) -> Balance:
         """``pool``'s position in ``window``.
 
         Raises:
             UnknownPool: no such pool. DataError: malformed window key.
         """
-        _rows.check_request(query_id="-", window=window, cost=Cost.zero(), analyst="-")
+        window = _rows.check_request(query_id="-", window=window, cost=Cost.zero(), analyst="-")
         with self._read() as conn:
             row = conn.execute(sql.SELECT_POOL, {"name": pool}).fetchone()
             if row is None:

@@ -48,6 +48,7 @@ from dpllm.ledger import _approvals, _local, _rows, sql
 from dpllm.ledger._sql_base import Conn, SQLBase
 from dpllm.ledger.base import ChargeRecord, ChargeStatus, PendingRequest, PoolSpec, iter_path
 from dpllm.release import Cost, Measure, Release
+from dpllm.windows import Window
 
 __all__ = ["SQLCharge", "SQLLedger"]
 
@@ -66,8 +67,10 @@ class SQLCharge:
         owner: str | None,
         cached: Release | None,
         refundable: bool,
+        charged: bool = False,
     ) -> None:
         self._ledger = ledger
+        self._charged = charged
         self._query_id = query_id
         self._cost = cost
         self._owner = owner
@@ -85,6 +88,12 @@ class SQLCharge:
         """The release already stored for this query id; then nothing was charged."""
         return self._cached
 
+    @property
+    def charged(self) -> bool:
+        """True when this handle wrote a new charge (not a cache hit, a wait for
+        another caller's charge, a takeover, or an approved charge)."""
+        return self._charged
+
     def data_read(self) -> None:
         """Mark that the data is about to be read: from here on the charge is never refunded."""
         if self._cached is not None:
@@ -95,13 +104,15 @@ class SQLCharge:
         """Store ``release`` under the query id, durably, before it is returned.
 
         Raises:
-            InvalidPrivacyParameter: the release claims more than was charged.
+            InvalidPrivacyParameter: the release claims more than was charged, or
+                it is seeded and this is not a test ledger.
             ChargeInProgress: another process stored a release for this query id
                 first (this one's lease had expired); return ``get_release`` instead.
         """
         if self._cached is not None or self._stored:
             raise LedgerError(f"a release is already stored for query id {self._query_id!r}")
         _rows.check_release_cost(release, self._cost)
+        self._ledger.check_seeded(release)
         self._ledger._store(self._query_id, release)
         self._stored = True
 
@@ -191,7 +202,7 @@ class SQLLedger(SQLBase):
         *,
         query_id: str,
         pool: str,
-        window: str,
+        window: Window | str,
         cost: Cost,
         analyst: str = "default",
         description: str = "",
@@ -218,7 +229,7 @@ class SQLLedger(SQLBase):
         Privacy: each pool on the path is charged the cost in its own measure
         (pure ε converts to ρ = ε²/2 in a zCDP pool), at most once per query id.
         """
-        _rows.check_request(
+        window = _rows.check_request(
             query_id=query_id, window=window, cost=cost, analyst=analyst, description=description
         )
         handle = self._acquire(query_id, pool, window, cost, analyst, description)
@@ -336,7 +347,13 @@ class SQLLedger(SQLBase):
             refused = applied()
             if refused is None:
                 return SQLCharge(
-                    self, query_id=query_id, cost=cost, owner=me, cached=None, refundable=True
+                    self,
+                    query_id=query_id,
+                    cost=cost,
+                    owner=me,
+                    cached=None,
+                    refundable=True,
+                    charged=True,
                 )
             conn.execute("ROLLBACK TO charge")
             conn.execute("RELEASE charge")
@@ -478,7 +495,7 @@ class SQLLedger(SQLBase):
     # -- local-DP reports ----------------------------------------------------------------
 
     def record_local(
-        self, *, user: str, window: str, metric: str, cost: Cost, analyst: str = "ldp"
+        self, *, user: str, window: Window | str, metric: str, cost: Cost, analyst: str = "ldp"
     ) -> None:
         """Record one local-DP report's ε against ``user`` (see :mod:`dpllm.ledger._local`).
 
@@ -494,9 +511,13 @@ class SQLLedger(SQLBase):
             self, user=user, window=window, metric=metric, cost=cost, analyst=analyst
         )
 
-    def local_spent(self, user: str, window: str) -> Cost:
+    def local_spent(self, user: str, window: Window | str) -> Cost:
         """The local ε ``user`` spent in ``window`` over all metrics (pure ε)."""
         return _local.local_spent(self, user, window)
+
+    def local_worst_case(self) -> Cost:
+        """The most local ε one user has spent over all metrics and windows (pure ε)."""
+        return _local.local_worst_case(self)
 
     # -- the approval queue -------------------------------------------------------------
 

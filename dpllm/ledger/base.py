@@ -65,6 +65,7 @@ from typing import Protocol, runtime_checkable
 
 from dpllm.errors import ChargeInProgress, ConfigError, UnknownPool
 from dpllm.release import Cost, Measure, Release
+from dpllm.windows import Window
 
 __all__ = [
     "AuditEvent",
@@ -77,7 +78,10 @@ __all__ = [
     "PoolSpec",
     "RunItem",
     "iter_path",
+    "Outcome",
+    "path_remaining",
     "release_once",
+    "release_recorded",
 ]
 
 
@@ -265,7 +269,7 @@ class Ledger(Protocol):
         *,
         query_id: str,
         pool: str,
-        window: str,
+        window: Window | str,
         cost: Cost,
         analyst: str = "default",
         description: str = "",
@@ -285,13 +289,30 @@ class Ledger(Protocol):
 
     def get_release(self, query_id: str) -> Release | None: ...
 
-    def releases(self, *, name: str | None = None, window: str | None = None) -> Sequence[Release]:
+    def releases(
+        self, *, name: str | None = None, window: Window | str | None = None
+    ) -> Sequence[Release]:
         """Stored releases (for charts and trends: reading them spends nothing)."""
         ...
 
-    def balance(self, pool: str, window: str) -> Balance: ...
+    def balance(self, pool: str, window: Window | str) -> Balance: ...
 
     def history(self, *, limit: int | None = None) -> Sequence[AuditEvent]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A release and what the ledger recorded for this call.
+
+    ``cached``: served from the release cache (nothing charged, nothing read).
+    ``charged``: this call wrote the charge. Both false: another caller's
+    charge covered it (this call waited for it, or took over a dead caller's
+    charge without charging again).
+    """
+
+    release: Release
+    cached: bool
+    charged: bool
 
 
 def release_once(
@@ -299,13 +320,50 @@ def release_once(
     *,
     query_id: str,
     pool: str,
-    window: str,
+    window: Window | str,
     cost: Cost,
     compute: Callable[[], Release],
     analyst: str = "default",
     description: str = "",
 ) -> Release:
     """Run one release in the order charge → read → noise → store → return.
+
+    ``compute`` reads the data and adds noise; it is called only after the charge
+    is committed. Only one release is ever stored per query id: if another
+    process stored one first (this one's lease had expired), that stored release
+    is returned and this process's noisy value is dropped unseen.
+
+    Raises:
+        BudgetExceeded, BudgetPending, ChargeInProgress, QueryFailed: see
+            :meth:`Ledger.charging`.
+
+    Privacy: exactly one charge of ``cost`` per query id; the noisy value leaves
+    only after its charge is committed and the release is stored.
+    """
+    return release_recorded(
+        ledger,
+        query_id=query_id,
+        pool=pool,
+        window=window,
+        cost=cost,
+        compute=compute,
+        analyst=analyst,
+        description=description,
+    ).release
+
+
+def release_recorded(
+    ledger: Ledger,
+    *,
+    query_id: str,
+    pool: str,
+    window: Window | str,
+    cost: Cost,
+    compute: Callable[[], Release],
+    analyst: str = "default",
+    description: str = "",
+) -> Outcome:
+    """:func:`release_once`, returning what the ledger recorded for this call.
 
     ``compute`` reads the data and adds noise; it is called only after the charge
     is committed. Only one release is ever stored per query id: if another
@@ -328,7 +386,8 @@ def release_once(
         description=description,
     ) as charge:
         if charge.cached is not None:
-            return charge.cached
+            return Outcome(charge.cached, cached=True, charged=False)
+        charged = bool(getattr(charge, "charged", False))
         charge.data_read()
         release = compute()
         try:
@@ -337,8 +396,8 @@ def release_once(
             stored = ledger.get_release(query_id)
             if stored is None:
                 raise
-            return stored
-        return release
+            return Outcome(stored, cached=False, charged=charged)
+        return Outcome(release, cached=False, charged=charged)
 
 
 def iter_path(pools: dict[str, PoolSpec], name: str) -> Iterator[PoolSpec]:
@@ -357,3 +416,32 @@ def iter_path(pools: dict[str, PoolSpec], name: str) -> Iterator[PoolSpec]:
             ) from None
         yield spec
         current = spec.parent
+
+
+def path_remaining(pools: dict[str, PoolSpec], balance: Callable[[str], Balance], name: str) -> int:
+    """What a charge to ``name`` can still take: the minimum over the pool's path.
+
+    A charge must fit every pool on the path (the pool and its ancestors), so an
+    exhausted parent leaves its children nothing, whatever their own caps say.
+
+    Args:
+        pools: every pool, by name.
+        balance: the balance of a pool (by name) in the window of interest.
+        name: the pool charged.
+
+    Returns:
+        Micro-units of ``name``'s measure. A zCDP ancestor's remaining ρ bounds a
+        pure pool's ε by ``ε ≤ √(2ρ)`` (ε-DP is (ε²/2)-zCDP, Bun & Steinke 2016,
+        Prop. 1.4), rounded down.
+    """
+    from math import isqrt
+
+    spec = pools[name]
+    left: int | None = None
+    for node in iter_path(pools, name):
+        rem = balance(node.name).remaining
+        if node.measure is not spec.measure and spec.measure is Measure.PURE:
+            # ε²/2 ≤ ρ  ⇔  ε ≤ √(2ρ); in micro-units: ε_µ ≤ √(2·ρ_µ·10⁶).
+            rem = isqrt(2 * rem * 1_000_000)
+        left = rem if left is None else min(left, rem)
+    return 0 if left is None else max(0, left)

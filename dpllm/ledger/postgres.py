@@ -602,7 +602,13 @@ class PostgresLedger(SQLLedger):
             raise self._one_trip_error(exc, query_id, owner) from exc
         if status == "charged":
             return SQLCharge(
-                self, query_id=query_id, cost=cost, owner=owner, cached=None, refundable=True
+                self,
+                query_id=query_id,
+                cost=cost,
+                owner=owner,
+                cached=None,
+                refundable=True,
+                charged=True,
             )
         if status == "cached" and isinstance(release_json, str):
             cached = _rows.release_from_json(release_json)

@@ -14,6 +14,7 @@ OpenAPI docs (``/docs``, ``/openapi.json``). The local-DP report endpoint
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -162,6 +163,7 @@ def create_app(
     ledger_opener: LedgerOpener | None = None,
     engine_opener: Callable[[], Engine] | None = None,
     environ: Mapping[str, str] | None = None,
+    today: Callable[[], dt.date] | None = None,
 ) -> FastAPI:
     """The proxy app for ``settings``.
 
@@ -177,6 +179,8 @@ def create_app(
             non-streaming chat may use the lean upstream client
             (:func:`dpllm.server.upstream.lean_eligible`). ``None``: this process's
             ``os.environ``, which the SDK's client reads too, so both paths agree.
+        today: the current UTC date, read per request (default: the system
+            clock); decides which weeks are complete.
 
     Returns:
         The FastAPI app (serve it with uvicorn).
@@ -192,6 +196,7 @@ def create_app(
         lean_upstream=lean,
         ledger_opener=ledger_opener,
         engine_opener=engine_opener,
+        today=today,
     )
 
     @asynccontextmanager

@@ -6,7 +6,8 @@ error                                              status  ``error.type``
 no / unknown API key                               401     authentication_error
 a pool or endpoint that is not the caller's        403     permission_error
 unknown statistic, ticket or pool                  404     not_found
-malformed request, releases, week                  400     invalid_request_error
+malformed request or releases; a bad, future or    400     invalid_request_error
+unfinished week (nothing spent)
 ticket already decided, charge in progress         409     conflict
 budget exhausted (nothing spent)                   429     budget_exceeded
 redaction or guard failure (nothing sent)          500     dpllm_error
@@ -38,6 +39,7 @@ from dpllm.errors import (
     DPLLMError,
     InvalidPrivacyParameter,
     InvalidText,
+    InvalidWindow,
     LedgerError,
     ModelError,
     ModelTimeout,
@@ -111,7 +113,7 @@ def status_and_body(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, 
         return 409, error_body(str(exc), "conflict", code="budget_conflict"), {}
     if isinstance(exc, UnknownPool):
         return 404, error_body(str(exc), "not_found", code="unknown_pool"), {}
-    if isinstance(exc, InvalidPrivacyParameter | ConfigError | InvalidText):
+    if isinstance(exc, InvalidPrivacyParameter | ConfigError | InvalidText | InvalidWindow):
         return 400, error_body(str(exc), "invalid_request_error", code="invalid_request"), {}
     if isinstance(exc, DataError):
         return 500, error_body(str(exc), "data_error", code="data_error"), {}

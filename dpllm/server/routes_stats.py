@@ -1,11 +1,19 @@
 """DP statistics, budget and approvals: ``/v1/stats/{query}``, ``/v1/budget``, ``/v1/admin/…``.
 
-``GET /v1/stats/{query}?week=2026-W47[&pool=NAME]`` releases one query of the
-configured plan through :class:`~dpllm.data.stats.StatsRunner`: charged to the
-pool (one of the caller's; default the plan's pool when it is theirs) before the
-data is read, then cached per (query, dataset, week): asking again returns the
-same release and spends nothing (``"cached": true``). An exhausted pool answers
-429 and spends nothing; a pool that queues answers 202 with a ticket.
+``GET /v1/stats/{query}?week=2026-W47[&pool=NAME][&allow_incomplete=true]``
+releases one query of the configured plan — built exactly as ``dpllm weekly``
+builds it (:func:`~dpllm.weekly.wiring.build_plan`: bounds, vocabulary,
+``out_of_range``, zCDP), so its query id is the weekly job's and a statistic the
+job released is served from the cache — through
+:class:`~dpllm.data.stats.StatsRunner`: charged to the pool (one of the
+caller's; default the plan's pool when it is theirs) before the data is read,
+then cached per (query, dataset, week): asking again returns the same release
+and spends nothing (``"cached": true``). An exhausted pool answers 429 and
+spends nothing; a pool that queues answers 202 with a ticket.
+
+``week`` is required and parsed once, strictly (:class:`~dpllm.windows.Window`):
+any spelling but ``YYYY-Www`` with ASCII digits is a 400, as is a future week
+or the current, unfinished one without ``allow_incomplete=true``.
 
 ``GET /v1/budget[?week=…]`` shows the caller's pools (spent, remaining,
 lifetime) and their audit history. Admin keys list, approve and deny queued
@@ -17,7 +25,6 @@ answers and budget reads are free.
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import asdict
 from typing import Any
 
@@ -27,34 +34,34 @@ from pydantic import BaseModel, Field
 
 from dpllm.config import ApiKey, Settings
 from dpllm.data.queries import Query as StatQuery
-from dpllm.errors import BudgetPending
-from dpllm.ledger.base import Balance, PendingRequest
+from dpllm.errors import BudgetPending, InvalidWindow
+from dpllm.ledger.base import Balance, PendingRequest, path_remaining
 from dpllm.server.errors import status_and_body
 from dpllm.server.logging import log_event
 from dpllm.server.state import ServerState, caller, server_state
-from dpllm.windows import is_week_key, iso_week
+from dpllm.windows import Window
 
 __all__ = ["plan_catalogue", "router"]
 
 router = APIRouter()
-WEEK = r"^\d{4}-W\d{2}$"
+WEEK_MAX_LENGTH = 32
 
 
 def plan_catalogue(settings: Settings) -> dict[str, StatQuery]:
-    """The plan's queries (catalogue queries with the plan's ε), by name."""
-    from dpllm.data.stats import default_catalogue
+    """The configured plan, built as the weekly job builds it (same query ids)."""
+    from dpllm.weekly.wiring import build_plan
 
-    epsilons = {q.name: q.epsilon for q in settings.plan}
-    catalogue = default_catalogue(epsilons=epsilons)
-    return {name: catalogue[name] for name in epsilons if name in catalogue}
+    return build_plan(settings, courses=settings.data.courses)
 
 
-def _week(week: str | None) -> str:
+def _week(week: str | None, state: ServerState) -> Window:
+    """The ``week`` parameter, parsed once (400 on anything but a canonical ISO week)."""
     if week is None:
-        return iso_week(dt.datetime.now(dt.UTC))
-    if not is_week_key(week):
-        raise HTTPException(400, f"week must be an ISO week such as 2026-W47, got {week!r}")
-    return week
+        return Window.of(state.today())
+    try:
+        return Window.parse(week)
+    except InvalidWindow as exc:
+        raise HTTPException(400, str(exc)) from None
 
 
 def _pool(key: ApiKey, pool: str | None, settings: Settings) -> str:
@@ -79,32 +86,34 @@ def _amount(micro: int | None) -> float | None:
 def stats(
     query: str = Path(max_length=64),
     week: str | None = Query(
-        default=None, pattern=WEEK, description="ISO week; default: this week"
+        default=None,
+        max_length=WEEK_MAX_LENGTH,
+        description="ISO week, written exactly like 2026-W47 (required)",
     ),
     pool: str | None = Query(default=None, max_length=64, description="One of your pools"),
+    allow_incomplete: bool = Query(
+        default=False, description="Also release the current, unfinished week (marked so)"
+    ),
     key: ApiKey = Depends(caller),
     state: ServerState = Depends(server_state),
 ) -> Any:
     """Release ``query`` for ``week`` (charged once per window; repeats are free)."""
-    from dpllm.data.sql import ColumnMap
     from dpllm.data.stats import StatsRunner
+    from dpllm.weekly.wiring import columns_for
 
+    if week is None:
+        raise HTTPException(
+            400, "week is required (an ISO week such as 2026-W47); no week is assumed"
+        )
+    window = _week(week, state)
     catalogue = plan_catalogue(state.settings)
     if query not in catalogue:
         raise HTTPException(
             404, f"unknown statistic {query!r}; the plan has: {', '.join(catalogue)}"
         )
-    window = _week(week)
     chosen = _pool(key, pool, state.settings)
     ledger = state.ledger()
-    cols = state.settings.data.columns
-    columns = ColumnMap(
-        table=state.settings.data.table,
-        user=cols["user"],
-        rating=cols["rating"],
-        text=cols["text"],
-        timestamp=cols["timestamp"],
-    )
+    columns = columns_for(state.settings, catalogue)
     with state.stats_lock:
         runner = StatsRunner(
             state.engine(),
@@ -115,63 +124,84 @@ def stats(
             salt=state.salt,
             analyst=key.analyst,
             confidence=state.settings.confidence,
+            today=state.today(),
+            allow_incomplete=allow_incomplete,
         )
+        window = runner.window(window)  # 400 on a future or unfinished week: nothing spent
         q = catalogue[query]
-        cached = ledger.get_release(runner.query_id(q, window)) is not None
         try:
-            release = runner.release(q, window)
+            # What the ledger recorded for this request, not a guess made before it:
+            # another replica's in-flight charge may be waited for or taken over.
+            outcome = runner.release_recorded(q, window)
         except BudgetPending as exc:
             status, body, _ = status_and_body(exc)
             log_event(
-                "stats", analyst=key.analyst, query=query, week=window, pool=chosen, status=202
+                "stats", analyst=key.analyst, query=query, week=window.key, pool=chosen, status=202
             )
             return JSONResponse(body, status_code=status)
-    log_event("stats", analyst=key.analyst, query=query, week=window, pool=chosen, cached=cached)
+    release = outcome.release
+    log_event(
+        "stats",
+        analyst=key.analyst,
+        query=query,
+        week=window.key,
+        pool=chosen,
+        cached=outcome.cached,
+    )
     return {
         "query": query,
-        "week": window,
+        "week": window.key,
         "pool": chosen,
-        "cached": cached,
-        "charged": None if cached else release.cost.to_dict(),
+        "cached": outcome.cached,
+        "charged": release.cost.to_dict() if outcome.charged else None,
         "release": release.to_dict(),
     }
 
 
-def _balance(b: Balance) -> dict[str, Any]:
+def _balance(b: Balance, remaining: int) -> dict[str, Any]:
     return {
         "pool": b.pool,
         "measure": str(b.measure),
         "window": b.window,
         "spent": _amount(b.spent),
-        "remaining": _amount(b.remaining),
+        "remaining": _amount(remaining),
+        "pool_remaining": _amount(b.remaining),
         "window_cap": _amount(b.effective_cap),
         "lifetime_spent": _amount(b.lifetime_spent),
         "lifetime_cap": _amount(b.lifetime_cap),
         "lifetime_remaining": None
         if b.lifetime_cap is None
         else _amount(max(0, b.lifetime_cap - b.lifetime_spent)),
-        "micro": {"spent": b.spent, "remaining": b.remaining, "lifetime_spent": b.lifetime_spent},
+        "micro": {"spent": b.spent, "remaining": remaining, "lifetime_spent": b.lifetime_spent},
     }
 
 
 @router.get("/v1/budget", tags=["budget"], summary="Your pools: spent, remaining, history")
 def budget(
     week: str | None = Query(
-        default=None, pattern=WEEK, description="ISO week; default: this week"
+        default=None,
+        max_length=WEEK_MAX_LENGTH,
+        description="ISO week, written exactly like 2026-W47; default: this week (reading is free)",
     ),
     limit: int = Query(default=50, ge=0, le=1000, description="History events at most"),
     key: ApiKey = Depends(caller),
     state: ServerState = Depends(server_state),
 ) -> Any:
     """The caller's pools in ``week`` and their recent audit history (free to read)."""
-    window = _week(week)
+    window = _week(week, state)
     ledger = state.ledger()
-    pools = [_balance(ledger.balance(p, window)) for p in key.pools]
+    specs = {p.name: p for p in ledger.pools()}
+
+    def of(name: str) -> Balance:
+        return ledger.balance(name, window)
+
+    # "remaining" is what a charge can still take: the minimum over the pool's path.
+    pools = [_balance(of(p), path_remaining(specs, of, p)) for p in key.pools]
     mine = set(key.pools)
     events = [asdict(e) for e in ledger.history() if e.pool in mine]
     return {
         "analyst": key.analyst,
-        "week": window,
+        "week": window.key,
         "pools": pools,
         "history": events[-limit:] if limit else [],
     }

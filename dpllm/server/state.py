@@ -7,6 +7,7 @@ database is down; their endpoints answer 503 meanwhile.
 
 from __future__ import annotations
 
+import datetime as dt
 import secrets
 import threading
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from dpllm.config import ApiKey, Settings
 from dpllm.errors import LedgerUnavailable
 from dpllm.ledger.factory import ManagedLedger, ensure_pools, open_ledger
+from dpllm.windows import utc_today
 
 if TYPE_CHECKING:
     from dpllm.chat.wrapper import WrappedAsyncOpenAI
@@ -61,6 +63,8 @@ class ServerState:
             upstream needs the SDK's client: TLS or a proxy).
         ledger_opener: opens the ledger from ``settings.ledger`` (tests inject failures).
         engine_opener: opens the data engine from ``settings.data``.
+        today: the current UTC date (default: the system clock, read per
+            request at this edge; tests inject a fixed date).
     """
 
     def __init__(
@@ -72,8 +76,10 @@ class ServerState:
         lean_upstream: UpstreamClient | None = None,
         ledger_opener: LedgerOpener | None = None,
         engine_opener: Callable[[], Engine] | None = None,
+        today: Callable[[], dt.date] | None = None,
     ) -> None:
         self.settings = settings
+        self.today: Callable[[], dt.date] = today or utc_today
         self.upstream = upstream
         self.raw_upstream = raw_upstream
         self.lean_upstream = lean_upstream

@@ -21,7 +21,7 @@ from dpllm.ledger.base import Balance, PoolSpec
 from dpllm.release import MICRO, Cost, Measure
 from dpllm.weekly.job import NEW, PoolBudget, WeeklyJob
 from dpllm.weekly.wiring import plan_pool, pool_path
-from dpllm.windows import parse_week
+from dpllm.windows import Window
 
 __all__ = ["DryRun", "DryRunPool", "DryRunQuery", "dry_run"]
 
@@ -101,7 +101,7 @@ def lint_templates(job: WeeklyJob) -> list[str]:
     return findings
 
 
-def dry_run(job: WeeklyJob, week: str, *, half_width: HalfWidth | None = None) -> DryRun:
+def dry_run(job: WeeklyJob, week: Window | str, *, half_width: HalfWidth | None = None) -> DryRun:
     """Check and price a run of ``week`` without spending or writing anything.
 
     Args:
@@ -117,7 +117,7 @@ def dry_run(job: WeeklyJob, week: str, *, half_width: HalfWidth | None = None) -
 
     Privacy: reads column names and the ledger only; spends nothing.
     """
-    parse_week(week)
+    week = Window.parse(week).key
     for q in job.plan.values():
         job.runner.check(q)
     findings = tuple(lint_templates(job))

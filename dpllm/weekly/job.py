@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import datetime as dt
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -66,7 +67,7 @@ from dpllm.weekly.wiring import (
     plan_pool,
     pool_path,
 )
-from dpllm.windows import parse_week, previous_weeks
+from dpllm.windows import Window, utc_today
 
 __all__ = [
     "DERIVED",
@@ -148,7 +149,8 @@ class WeeklyReport:
         budget: each pool on the plan pool's path, after the run.
         generation: every attempt, the final text and where it came from.
         model: ``"offline"`` or the model id that was asked.
-        timings: seconds per step.
+        timings: seconds per step — for the operator only: they depend on the
+            raw data, unnoised, so :mod:`dpllm.weekly.report` never publishes them.
         history: this job's cached releases of earlier weeks (for the trend chart),
             ``{query name: {week: release}}``; reading them spent nothing.
         resumed: names released on charges paid before this run (an interrupted
@@ -202,6 +204,11 @@ class WeeklyJob:
         noise: the noise source (``None``: the secure default; a seeded one is for
             tests, and its releases are refused by the templates).
         clock: seconds for the timings (default ``time.perf_counter``).
+        today: the current UTC date, read from the clock by the caller (the CLI,
+            the server; ``None``: read once when the job is built): a week that
+            has not ended by then is refused, a future one always.
+        allow_incomplete: release the current, unfinished week too (its
+            releases say so: ``complete=False``).
 
     Raises:
         ConfigError: a plan, pool or column setting is unusable. DataError: the
@@ -219,6 +226,8 @@ class WeeklyJob:
         courses: Sequence[str] = (),
         noise: NoiseSource | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        today: dt.date | None = None,
+        allow_incomplete: bool = False,
     ) -> None:
         self.settings = settings
         self.courses = tuple(courses) or settings.data.courses
@@ -243,6 +252,8 @@ class WeeklyJob:
             analyst=settings.analyst,
             confidence=settings.confidence,
             noise=noise,
+            today=today if today is not None else utc_today(),
+            allow_incomplete=allow_incomplete,
         )
 
     def close(self) -> None:
@@ -259,14 +270,14 @@ class WeeklyJob:
         self.close()
 
     # -- set-up ----------------------------------------------------------------------
-    def environment(self, week: str) -> Any:
+    def environment(self, week: Window | str) -> Any:
         from dpllm.templates import PromptEnvironment
 
         dirs = [self.settings.resolve(d) for d in self.settings.template_dirs]
         return PromptEnvironment(
             dirs,
             lang=self.settings.lang,
-            metadata={"week": week, "course_names": list(self.course_names)},
+            metadata={"week": str(week), "course_names": list(self.course_names)},
         )
 
     @property
@@ -298,7 +309,7 @@ class WeeklyJob:
             ensure(spec)
 
     # -- budget ------------------------------------------------------------------------
-    def uncached(self, week: str) -> dict[str, Query]:
+    def uncached(self, week: Window) -> dict[str, Query]:
         """The plan's queries with no stored release for ``week`` (reads the ledger only)."""
         return {
             name: q
@@ -306,7 +317,9 @@ class WeeklyJob:
             if self.ledger.get_release(self.runner.query_id(q, week)) is None
         }
 
-    def states(self, week: str, queries: Mapping[str, Query] | None = None) -> dict[str, str]:
+    def states(
+        self, week: Window | str, queries: Mapping[str, Query] | None = None
+    ) -> dict[str, str]:
         """Where each plan query (or each of ``queries``) stands in ``week``.
 
         Returns:
@@ -318,6 +331,7 @@ class WeeklyJob:
 
         Reads the ledger only.
         """
+        week = Window.parse(week)
         queries = self.plan if queries is None else queries
         unreleased = getattr(self.ledger, "unreleased", None)
         open_charges = {r.query_id: r for r in unreleased()} if callable(unreleased) else {}
@@ -333,13 +347,13 @@ class WeeklyJob:
                 out[name] = NEW
         return out
 
-    def to_pay(self, week: str, queries: Mapping[str, Query] | None = None) -> dict[str, Query]:
+    def to_pay(self, week: Window, queries: Mapping[str, Query] | None = None) -> dict[str, Query]:
         """The queries a run of ``week`` would charge: neither released nor already paid."""
         queries = self.plan if queries is None else queries
         states = self.states(week, queries)
         return {n: q for n, q in queries.items() if states[n] == NEW}
 
-    def check_budget(self, week: str, queries: Mapping[str, Query]) -> None:
+    def check_budget(self, week: Window, queries: Mapping[str, Query]) -> None:
         """Refuse the run, before any charge, when ``queries`` do not all fit.
 
         ``queries`` are what the run would charge: neither released nor already paid
@@ -376,7 +390,7 @@ class WeeklyJob:
                 raise request_run(
                     run_id=self.run_id(week, queries),
                     pool=self.settings.plan_pool,
-                    window=week,
+                    window=week.key,
                     items=[
                         RunItem(self.runner.query_id(q, week), q.cost, f"{n} ({week})")
                         for n, q in sorted(
@@ -395,18 +409,18 @@ class WeeklyJob:
                 pool=spec.name,
                 requested=needed / MICRO,
                 remaining=balance.remaining / MICRO,
-                window=week,
+                window=week.key,
             )
 
-    def run_id(self, week: str, queries: Mapping[str, Query]) -> str:
+    def run_id(self, week: Window, queries: Mapping[str, Query]) -> str:
         """The id of a run's approval ticket: a fingerprint of the query ids it charges."""
         import hashlib
 
         ids = sorted(self.runner.query_id(q, week) for q in queries.values())
-        digest = hashlib.sha256("\n".join([self.settings.plan_pool, week, *ids]).encode())
+        digest = hashlib.sha256("\n".join([self.settings.plan_pool, week.key, *ids]).encode())
         return f"run:{digest.hexdigest()}"
 
-    def budget(self, week: str) -> tuple[PoolBudget, ...]:
+    def budget(self, week: Window) -> tuple[PoolBudget, ...]:
         """Each pool on the plan pool's path in ``week`` (reads the ledger only)."""
         return tuple(
             PoolBudget.from_balance(self.ledger.balance(p.name, week))
@@ -414,14 +428,18 @@ class WeeklyJob:
         )
 
     # -- releases ------------------------------------------------------------------------
-    def release(self, week: str, queries: Mapping[str, Query] | None = None) -> dict[str, Release]:
+    def release(
+        self, week: Window | str, queries: Mapping[str, Query] | None = None
+    ) -> dict[str, Release]:
         """Release the plan (or ``queries``) for ``week``: validate, check the budget, charge.
 
         Raises:
-            DataError: a bad week, source or column (nothing charged).
+            InvalidWindow, WindowNotReady: a malformed, future or unfinished week
+                (nothing charged).
+            DataError: a bad source or column (nothing charged).
             BudgetExceeded: the plan does not fit (nothing charged).
         """
-        parse_week(week)
+        week = self.runner.window(week)
         queries = dict(self.plan if queries is None else queries)
         for q in queries.values():
             self.runner.check(q)
@@ -434,7 +452,7 @@ class WeeklyJob:
         return self.runner.release_all(queries, week)
 
     def history(
-        self, week: str, *, names: Sequence[str] = ("mean_rating", "feedback_count")
+        self, week: Window, *, names: Sequence[str] = ("mean_rating", "feedback_count")
     ) -> dict[str, dict[str, Release]]:
         """This job's **cached** releases of ``names`` over the trend weeks (spends nothing).
 
@@ -445,15 +463,15 @@ class WeeklyJob:
             if name not in self.plan:
                 continue
             found: dict[str, Release] = {}
-            for w in previous_weeks(week, TREND_WEEKS):
+            for w in week.previous(TREND_WEEKS):
                 stored = self.ledger.get_release(self.runner.query_id(self.plan[name], w))
                 if stored is not None:
-                    found[w] = stored
+                    found[w.key] = stored
             out[name] = found
         return out
 
     # -- the run --------------------------------------------------------------------------
-    def run(self, week: str, *, progress: Progress = _no_progress) -> WeeklyReport:
+    def run(self, week: Window | str, *, progress: Progress = _no_progress) -> WeeklyReport:
         """Run the weekly job for ``week`` (see the module docstring for the steps).
 
         Returns:
@@ -470,15 +488,16 @@ class WeeklyJob:
 
         Privacy: the plan's cost per user in ``week``, charged once; a rerun is free.
         """
+        week = self.runner.window(week)
         with self.run_lock(week):
             return self._run(week, progress)
 
-    def run_key(self, week: str) -> str:
+    def run_key(self, week: Window) -> str:
         """The run lock's key: one per (dataset, plan pool, week)."""
-        return f"weekly:{self.settings.data.dataset_id}:{self.settings.plan_pool}:{week}"
+        return f"weekly:{self.settings.data.dataset_id}:{self.settings.plan_pool}:{week.key}"
 
     @contextlib.contextmanager
-    def run_lock(self, week: str) -> Iterator[None]:
+    def run_lock(self, week: Window) -> Iterator[None]:
         """Hold the ledger's run lock for ``week`` (a no-op on a ledger without one).
 
         Raises:
@@ -491,7 +510,7 @@ class WeeklyJob:
         with lock(self.run_key(week)):
             yield
 
-    def _run(self, week: str, progress: Progress) -> WeeklyReport:
+    def _run(self, week: Window, progress: Progress) -> WeeklyReport:
         timings: dict[str, float] = {}
         clock = self._clock
         pending: concurrent.futures.Future[Redactor] | None = None
@@ -531,7 +550,7 @@ class WeeklyJob:
             progress("generate")
             t = clock()
             model = self._model if self._model is not None else OfflineWriter(fallback)
-            allow = set(messages.figures) | set(fallback.figures) | {week, *self.course_names}
+            allow = set(messages.figures) | set(fallback.figures) | {week.key, *self.course_names}
             m = self.settings.model
             # The user template declares how readers speak of each figure (terms):
             # the guard matches figures to releases by them.
@@ -559,7 +578,7 @@ class WeeklyJob:
 
         spent = sum((releases[n].cost for n in fresh), Cost.zero(plan_pool(self.settings).measure))
         return WeeklyReport(
-            week=week,
+            week=week.key,
             lang=self.settings.lang,
             prompt=self.prompt,
             course_names=self.course_names,
@@ -583,8 +602,10 @@ def context_releases(context: Mapping[str, object]) -> dict[str, Release]:
 
 def run_weekly(
     settings: Settings,
-    week: str,
+    week: Window | str,
     *,
+    today: dt.date | None = None,
+    allow_incomplete: bool = False,
     progress: Progress = _no_progress,
     **options: Any,
 ) -> WeeklyReport:
@@ -592,7 +613,12 @@ def run_weekly(
 
     Args:
         settings: validated settings.
-        week: the ISO week key, e.g. ``"2026-W47"``.
+        week: the ISO week, a :class:`~dpllm.windows.Window` or its exact key
+            (``"2026-W47"``); any other spelling is refused.
+        today: the current UTC date (``None``: read once, here, from the clock);
+            an unfinished week is refused unless ``allow_incomplete``, a future
+            one always.
+        allow_incomplete: release the current, unfinished week (the releases say so).
         progress: called with each step's name (``statistics``, ``render``, …).
         **options: passed to :class:`WeeklyJob` (``engine``, ``ledger``, ``model``,
             ``redactor``, ``courses``, ``noise``, ``clock``).
@@ -606,6 +632,9 @@ def run_weekly(
     Privacy: the plan's cost per user in ``week``, charged once per week; a rerun
     reuses the stored releases and spends nothing.
     """
-    parse_week(week)
-    with WeeklyJob(settings, **options) as job:
-        return job.run(week, progress=progress)
+    window = Window.parse(week)
+    if today is None:
+        today = utc_today()  # the Python API is an edge: one clock read, here
+    window.require_ready(today, allow_incomplete=allow_incomplete)
+    with WeeklyJob(settings, today=today, allow_incomplete=allow_incomplete, **options) as job:
+        return job.run(window, progress=progress)

@@ -25,7 +25,7 @@ from typing import Any
 
 from dpllm.chat.generate import Attempt
 from dpllm.release import RELEASES_SCHEMA, Release
-from dpllm.rounding import format_number, granularity
+from dpllm.rounding import format_interval, format_number, granularity, outward
 from dpllm.weekly.job import WeeklyReport
 
 __all__ = [
@@ -58,10 +58,11 @@ def _estimate(part: Release) -> tuple[str, str]:
         return f"< {part.small_threshold:g}", "suppressed (small)"
     if part.kind == "proportion":
         step = granularity((hi - lo) * 50.0)
-        pct = [format_number(x * 100.0, step) for x in (part.value, lo, hi)]
+        a, b = outward(lo * 100.0, hi * 100.0, step)
+        pct = [format_number(x, step) for x in (part.value * 100.0, max(a, 0.0), min(b, 100.0))]
         return f"{pct[0]}%", f"{pct[1]}% – {pct[2]}%"
     step = granularity((hi - lo) / 2.0, integer=part.kind == "count")
-    return format_number(part.value, step), f"{format_number(lo, step)} – {format_number(hi, step)}"
+    return format_number(part.value, step), format_interval(lo, hi, step)  # outwards
 
 
 def figure_rows(report: WeeklyReport) -> list[tuple[str, str, str, str, str]]:
@@ -229,7 +230,14 @@ def _attempt(a: Attempt) -> dict[str, Any]:
 
 
 def report_dict(report: WeeklyReport, *, charts: Sequence[str] = ()) -> dict[str, Any]:
-    """``report.json`` as a dict: releases, costs, budget, attempts, redaction, timings."""
+    """``report.json`` as a dict: releases, costs, budget, attempts, redaction.
+
+    No timings: how long the statistics took depends on the raw data (how many
+    records, how long their texts), unnoised, so it is not published.
+    ``WeeklyReport.timings`` keeps them for the operator, in memory.
+
+    .. versionchanged:: unreleased ``timings`` left out.
+    """
     gen = report.generation
     return {
         # The releases part is a releases document (dpllm.releases/1), the format
@@ -257,7 +265,6 @@ def report_dict(report: WeeklyReport, *, charts: Sequence[str] = ()) -> dict[str
             "prompt_tokens": gen.usage.prompt_tokens,
             "completion_tokens": gen.usage.completion_tokens,
         },
-        "timings": dict(report.timings),
         "charts": list(charts),
     }
 

@@ -143,3 +143,14 @@ def _as_dict(s: Schedule) -> dict[str, object]:
 def test_bad_schedule(raw: dict[str, object]) -> None:
     with pytest.raises(ConfigError):
         Schedule.from_mapping(raw)
+
+
+@pytest.mark.parametrize(
+    "start", ["２０２６-W０１", "2026-W01\n", "2026-w01", "2025-W53", "9999-W01"]
+)
+def test_a_schedule_start_is_parsed_strictly(start: str) -> None:
+    """The schedule file is an edge too: one canonical spelling per week, or a config error."""
+    with pytest.raises(ConfigError, match=r"\[start\]"):
+        Schedule.from_mapping(
+            {"weeks": 2, "start": start, "run": [{"query": "mean_rating", "amount": 0.5}]}
+        )

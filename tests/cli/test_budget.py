@@ -133,7 +133,6 @@ def test_deny(db: Path) -> None:
     [
         (["budget", "approve", "nope"], "no approval ticket"),
         (["budget", "deny", "nope"], "no approval ticket"),
-        (["budget", "show", "--window", "week47"], "malformed window key"),
         (["budget", "show", "--pool", "nobody"], "unknown pool"),
     ],
 )
@@ -141,6 +140,12 @@ def test_errors_are_clear_and_exit_2(db: Path, args: list[str], message: str) ->
     result = runner.invoke(app, [*args, "--ledger", str(db)])
     assert result.exit_code == 2  # usage or input error
     assert message in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("window", ["week47", "２０２６-W４７", "2026-W47\n", "2026-w47"])
+def test_a_malformed_window_is_a_usage_error(db: Path, window: str) -> None:
+    result = runner.invoke(app, ["budget", "show", "--window", window, "--ledger", str(db)])
+    assert result.exit_code == 2 and "malformed window" in result.output
 
 
 def test_missing_ledger(tmp_path: Path) -> None:
@@ -153,3 +158,53 @@ def test_ledger_from_environment(db: Path, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("DPLLM_LEDGER", str(db))
     result = runner.invoke(app, ["budget", "show"])
     assert result.exit_code == 0 and "flex" in result.output
+
+
+def test_remaining_is_the_minimum_over_the_pool_path(tmp_path: Path) -> None:
+    from dpllm.ledger.base import path_remaining
+
+    path = tmp_path / "l.db"
+    ledger = SQLiteLedger(path)
+    ledger.ensure_pool(PoolSpec("root", Measure.PURE, Cost.pure(1).micro))
+    ledger.ensure_pool(PoolSpec("a", Measure.PURE, Cost.pure(5).micro, parent="root"))
+    ledger.ensure_pool(PoolSpec("b", Measure.PURE, Cost.pure(5).micro, parent="root"))
+    _run(ledger, "q1", pool="a", cost=Cost.pure(1))  # exhausts the root
+    pools = {p.name: p for p in ledger.pools()}
+
+    def of(name: str):  # type: ignore[no-untyped-def]
+        return ledger.balance(name, WEEK)
+
+    assert of("b").remaining == Cost.pure(5).micro  # its own cap says 5 …
+    assert path_remaining(pools, of, "b") == 0  # … but nothing can be charged to it
+    result = runner.invoke(app, ["budget", "show", "--ledger", str(path), "--window", WEEK])
+    assert result.exit_code == 0, result.output
+    cells: dict[str, list[str]] = {}
+    for line in result.output.splitlines():  # the balance table comes first
+        if len(parts := line.split("│")) > 6:
+            cells.setdefault(parts[1].strip(), [c.strip() for c in parts[2:]])
+    assert cells["a"][2] == "ε 0"  # spent 1 of its own 5, but the root is exhausted
+    assert cells["root"][2] == "ε 0"
+
+
+def test_path_remaining_converts_a_zcdp_parent_for_a_pure_child(tmp_path: Path) -> None:
+    from dpllm.ledger.base import path_remaining
+
+    ledger = SQLiteLedger(tmp_path / "l.db")
+    ledger.ensure_pool(PoolSpec("z", Measure.ZCDP, Cost.zcdp(0.5).micro))
+    ledger.ensure_pool(PoolSpec("p", Measure.PURE, Cost.pure(3).micro, parent="z"))
+    pools = {p.name: p for p in ledger.pools()}
+    # ρ = 0.5 left admits ε ≤ √(2·0.5) = 1: a pure charge of ε 1 costs ρ 0.5.
+    assert path_remaining(pools, lambda n: ledger.balance(n, WEEK), "p") == 1_000_000
+
+
+def test_worst_case_loss_includes_local_dp(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    ledger = SQLiteLedger(path)
+    ledger.ensure_pool(PoolSpec("root", Measure.PURE, Cost.pure(1).micro))
+    for week in ("2026-W46", WEEK):
+        ledger.record_local(user="u1", window=week, metric="rating", cost=Cost.pure(1.5))
+    ledger.record_local(user="u2", window=WEEK, metric="rating", cost=Cost.pure(1.5))
+    assert ledger.local_worst_case() == Cost.pure(3)
+    result = runner.invoke(app, ["budget", "show", "--ledger", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "local DP" in result.output and "ε 3" in result.output

@@ -105,7 +105,7 @@ def test_config_and_data_errors_have_their_codes(
     code, out = _weekly("-c", str(_config(tmp_path, tmp_path / "none.db")), "--week", WEEK)
     assert code == EXIT_DATA and "does not exist" in out
     code, out = _weekly("-c", str(_config(tmp_path, db)), "--week", "2026-W99")
-    assert code == EXIT_CONFIG and "not a week of 2026" in out  # usage error
+    assert code == EXIT_CONFIG and "2026 has ISO weeks 1–53, not 99" in out
     code, out = _weekly("--week", WEEK, "--last-complete")
     assert code == 2
 

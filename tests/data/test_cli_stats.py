@@ -28,6 +28,10 @@ def test_demo_then_stats_then_cached_rerun(tmp_path: Path) -> None:
     assert again == payload  # cached: same releases, nothing charged again
     table = runner.invoke(app, [*args, "--query", "mean_rating"])
     assert table.exit_code == 0 and "mean_rating" in table.output and "ε spent 1.6" in table.output
+    # The output names the data read and what each figure estimates.
+    assert f"sqlite:{db.resolve()}" in table.output.replace("\n", "")
+    assert "mean of per-user mean ratings" in table.output
+    assert payload["_data"]["source"] == f"sqlite:{db.resolve()}"
 
 
 def test_stats_errors(tmp_path: Path) -> None:

@@ -307,3 +307,68 @@ def test_undecodable_sqlite_text_cannot_fail_a_query(tmp_path: Path) -> None:
     scope = Scope(SQLiteEngine(path), COLUMNS, WEEK, start, end, b"s")
     assert TopicCounts(epsilon=1.0).measure(scope).values[2] == 1  # homework
     assert NewKeywords(epsilon=1.0).measure(scope).values == ()
+
+
+@pytest.mark.parametrize("quoted", [False, True])
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        ['victim,5,"unterminated,2026-11-17 10:00:00,algebra'],
+        ['victim,5,"a""b"c",2026-11-17 10:00:00,algebra'],
+        ['victim,5,"x","2026-11-17 10:00:00,algebra'],
+        ['victim,5,unter"minated,2026-11-17 10:00:00,algebra,extra'],
+        ['"victim,5,x,2026-11-17 10:00:00,algebra', "\x00\x00", '"', '""', ",,,,", ""],
+        ['victim,5,"' + "line\n" * 40 + '",2026-11-17 10:00:00,algebra'],  # too long a span
+    ],
+)
+def test_a_hostile_csv_record_never_hides_the_rows_after_it(
+    tmp_path: Path, hostile: list[str], quoted: bool
+) -> None:
+    """One user's malformed lines in the middle of the file: they are dropped, every
+    other row is read (whatever the quoting of the rows after it), and the query
+    answers as if the victim's malformed lines were not there."""
+    import datetime as dt
+
+    from tests.data._helpers import MONDAY, Rec
+
+    good = [
+        Rec(f"u{i}", float(1 + i % 5), "讲解很清楚 homework", MONDAY + dt.timedelta(hours=i), c)
+        for i, c in enumerate(COURSES * 4)
+    ]
+    q = '"' if quoted else ""
+    lines = [
+        f"{r.user},{r.rating},{q}{r.text}{q},{r.ts:%Y-%m-%d %H:%M:%S},{r.course}" for r in good
+    ]
+    csv = _csv(tmp_path / "f.csv", [*lines[:4], *hostile, *lines[4:]])
+    sqlite = exact_all(SQLiteEngine(write_sqlite(tmp_path / "f.db", good)))
+    assert exact_all(DuckDBEngine(csv)) == sqlite
+
+
+def test_quoted_line_breaks_in_a_csv_text_are_one_record(tmp_path: Path) -> None:
+    """A text with line breaks (written by a CSV writer) is read as the record it is."""
+    import csv as csvlib
+    import datetime as dt
+
+    from tests.data._helpers import MONDAY, Rec
+
+    recs = [
+        Rec(f"u{i}", float(1 + i % 5), t, MONDAY + dt.timedelta(hours=i), COURSES[i % 3])
+        for i, t in enumerate(
+            ["第一行\n第二行 homework", 'she said "ok",\r\nthen left', "plain"] * 5
+        )
+    ]
+    path = tmp_path / "f.csv"
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        w = csvlib.writer(f)
+        w.writerow(["user_id", "rating", "text", "ts", "course"])
+        for r in recs:
+            w.writerow([r.user, r.rating, r.text, f"{r.ts:%Y-%m-%d %H:%M:%S}", r.course])
+    engine = DuckDBEngine(path)
+    assert exact_all(engine) == exact_all(SQLiteEngine(write_sqlite(tmp_path / "f.db", recs)))
+    # The engine re-reads a source that changed (the server keeps its engine).
+    with open(path, "a", encoding="utf-8", newline="") as f:
+        csvlib.writer(f).writerow(["late", 5, "x", f"{MONDAY:%Y-%m-%d} 12:00:00", COURSES[0]])
+    late = Rec("late", 5.0, "x", MONDAY + dt.timedelta(hours=12), COURSES[0])
+    assert exact_all(engine) == exact_all(
+        SQLiteEngine(write_sqlite(tmp_path / "g.db", [*recs, late]))
+    )

@@ -86,8 +86,8 @@ def test_trend_charges_each_week(data: Path, ledger: SQLiteLedger) -> None:
 
 
 def test_empty_week_still_releases(data: Path, ledger: SQLiteLedger) -> None:
-    rel = runner(data, ledger).release(RatingHistogram(epsilon=1.0), "2030-W01")
-    assert len(rel.values) == 5 and spent(ledger, "2030-W01") == 1_000_000
+    rel = runner(data, ledger).release(RatingHistogram(epsilon=1.0), "2025-W01")
+    assert len(rel.values) == 5 and spent(ledger, "2025-W01") == 1_000_000
 
 
 @pytest.mark.parametrize(
@@ -145,6 +145,7 @@ def test_null_nan_and_out_of_range_ratings(tmp_path: Path, ledger: SQLiteLedger)
         Rec("e", 3.0, "x", t, None),
     ]
     path = write_sqlite(tmp_path / "bad.db", recs)
+    ledger.mark_test_ledger()  # seeded releases: a test ledger only
     ledger.ensure_pool(PoolSpec("test_only", Measure.PURE, window_cap=10**10))
     r = StatsRunner(
         SQLiteEngine(path),
@@ -240,3 +241,129 @@ def test_every_query_exposes_its_mechanisms() -> None:
         assert total == q.cost, q.name  # the cost is exactly what the mechanisms charge
     assert len(MeanRating(epsilon=0.2).mechanisms()) == 2
     assert TopTopics(epsilon=0.2).mechanisms() == ()  # a selection: no noisy value
+
+
+# -- windows: parsed once, complete only, the clock injected ---------------------------------
+MID_WEEK = dt.date(2026, 11, 19)  # a Thursday of 2026-W47
+AFTER = dt.date(2026, 12, 1)
+
+
+def _at(data: Path, ledger: SQLiteLedger, today: dt.date, **kw: object) -> StatsRunner:
+    return StatsRunner(
+        SQLiteEngine(data),
+        ledger,
+        dataset_id="test",
+        pool="stats",
+        columns=COLUMNS,
+        salt=b"s",
+        today=today,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_future_and_unfinished_windows_are_refused_before_any_charge(
+    data: Path, ledger: SQLiteLedger
+) -> None:
+    from dpllm.errors import WindowNotReady
+
+    r = _at(data, ledger, MID_WEEK)
+    q = FeedbackCount(epsilon=0.5)
+    with pytest.raises(WindowNotReady, match="not complete until 2026-11-23"):
+        r.release(q, WEEK)
+    with pytest.raises(WindowNotReady, match="has not begun"):
+        r.release(q, "2026-W48")
+    with pytest.raises(WindowNotReady):
+        r.release_all({"c": q}, WEEK)
+    with pytest.raises(WindowNotReady):
+        r.trend(q, ["2026-W46", WEEK])
+    opted = _at(data, ledger, MID_WEEK, allow_incomplete=True)
+    with pytest.raises(WindowNotReady, match="has not begun"):
+        opted.release(q, "2026-W48")  # a future week, never
+    assert spent(ledger) == 0 and spent(ledger, "2026-W48") == 0
+    assert ledger.history() == [] or all(e.event == "pool" for e in ledger.history())
+
+
+def test_an_unfinished_window_on_opt_in_says_so_and_is_another_query(
+    data: Path, ledger: SQLiteLedger
+) -> None:
+    q = FeedbackCount(epsilon=0.5)
+    early = _at(data, ledger, MID_WEEK, allow_incomplete=True).release(q, WEEK)
+    assert early.complete is False and early.to_dict()["complete"] is False
+    assert any("not complete" in n and "allow_incomplete" in n for n in early.notes)
+    final = _at(data, ledger, AFTER).release(q, WEEK)
+    assert final.complete is True and final.fingerprint != early.fingerprint
+    assert spent(ledger) == 1_000_000  # two reads of the week, two charges
+    # Opting in changes nothing for a week that is complete.
+    assert _at(data, ledger, AFTER, allow_incomplete=True).release(q, WEEK) == final
+
+
+def test_a_window_is_one_value_whatever_reaches_the_runner(
+    data: Path, ledger: SQLiteLedger
+) -> None:
+    from dpllm.errors import InvalidWindow
+    from dpllm.windows import Window
+
+    r = _at(data, ledger, AFTER)
+    q = FeedbackCount(epsilon=0.5)
+    first = r.release(q, Window(2026, 47))
+    assert r.release(q, "2026-W47") == first
+    for bad in ("２０２６-W４７", "2026-W47\n", "2026-w47", "٢٠٢٦-W٤٧", "2026-W047"):
+        with pytest.raises(InvalidWindow):
+            r.release(q, bad)
+    assert spent(ledger) == 500_000
+    assert {b.window for b in ledger.balances() if b.pool == "stats"} == {"2026-W47"}
+
+
+# -- the query id covers the data it reads ------------------------------------------------------
+def test_wrong_empty_file_then_right_file_is_another_query(
+    tmp_path: Path, data: Path, ledger: SQLiteLedger
+) -> None:
+    empty = write_sqlite(tmp_path / "empty.db", [])
+    q = FeedbackCount(epsilon=0.5)
+    wrong = _at(empty, ledger, AFTER)
+    right = _at(data, ledger, AFTER)  # same dataset_id, same query, same week
+    first = wrong.release(q, WEEK)
+    assert wrong.query_id(q, WEEK) != right.query_id(q, WEEK)
+    second = right.release(q, WEEK)
+    assert second.fingerprint != first.fingerprint
+    assert second.value > first.value + 20  # read from the right file, not the cache
+    assert spent(ledger) == 1_000_000
+
+
+def test_query_id_covers_table_and_column_map(data: Path, ledger: SQLiteLedger) -> None:
+    q = MeanRating(epsilon=0.5)
+    base = _at(data, ledger, AFTER)
+    ids = {base.query_id(q, WEEK)}
+    for cols in (
+        ColumnMap(table="feedback", user="user_id", rating="text", text="text", timestamp="ts"),
+        ColumnMap(table="other", user="user_id", rating="rating", text="text", timestamp="ts"),
+        ColumnMap(table="feedback", user="rating", rating="rating", text="text", timestamp="ts"),
+    ):
+        r = StatsRunner(
+            SQLiteEngine(data), ledger, dataset_id="test", pool="stats", columns=cols, today=AFTER
+        )
+        ids.add(r.query_id(q, WEEK))
+    assert len(ids) == 4
+    # …and the query's own parameters: bounds and policies.
+    assert base.query_id(RatingHistogram(epsilon=0.4), WEEK) != base.query_id(
+        RatingHistogram(epsilon=0.4, max_records=3), WEEK
+    )
+    assert base.query_id(MeanRating(epsilon=0.5), WEEK) != base.query_id(
+        MeanRating(epsilon=0.5, out_of_range="reject"), WEEK
+    )
+
+
+def test_releases_name_their_bounded_estimand(data: Path, ledger: SQLiteLedger) -> None:
+    r = _at(data, ledger, AFTER)
+    out = r.release_all(
+        {"c": FeedbackCount(epsilon=0.2, max_records=3), "m": MeanRating(epsilon=0.5),
+         "h": RatingHistogram(epsilon=0.4)},
+        WEEK,
+    )  # fmt: skip
+    assert out["c"].estimand == "feedback records, at most 3 per user"
+    assert out["m"].estimand.startswith("mean of per-user mean ratings")
+    shares = rating_shares(out["h"])
+    assert "4–5 star" in shares["share_high"].estimand
+    # Stored with the release, served back from the cache.
+    assert ledger.get_release(out["c"].fingerprint).estimand == out["c"].estimand  # type: ignore[union-attr]
+    assert r.release(FeedbackCount(epsilon=0.2, max_records=3), WEEK) == out["c"]

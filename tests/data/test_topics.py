@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -97,3 +98,44 @@ def test_new_keywords_need_many_users(tmp_path: Path) -> None:
         noise=SeededNoise(0),
     )
     assert empty.labels == () and empty.kind == "selection_size"
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "duckdb", "postgres"])
+def test_texts_are_bounded_per_user_before_tokenising(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
+    """One user with many long texts: the SQL hands over at most TEXTS_PER_USER texts of
+    at most TEXT_CHARS characters, so tokenising cannot take longer because of them."""
+    from dpllm.data.engines import DuckDBEngine
+    from dpllm.data.sql import TEXT_CHARS, TEXTS_PER_USER, user_texts
+    from tests.data._helpers import write_parquet
+
+    t = MONDAY + dt.timedelta(hours=3)
+    heavy = [
+        Rec("heavy", 3.0, "作业" * 5_000, t + dt.timedelta(seconds=i), None) for i in range(300)
+    ]
+    light = [Rec(f"u{i}", 4.0, "homework", t, None) for i in range(10)]
+    recs = heavy + light
+    engine: Any
+    if kind == "sqlite":
+        engine = SQLiteEngine(write_sqlite(tmp_path / "t.db", recs))
+    elif kind == "duckdb":
+        engine = DuckDBEngine(write_parquet(tmp_path / "t.parquet", recs))
+    else:
+        from dpllm.data.engines import PostgresEngine
+        from tests.data._helpers import write_pg
+
+        engine = PostgresEngine(write_pg(request.getfixturevalue("pg_dsn"), recs))
+    try:
+        start, end = week_bounds(WEEK)
+        cols = ColumnMap()
+        rows = engine.fetch(user_texts(cols, engine.dialect, engine.relation(cols), start, end))
+        mine = [text for user, text in rows if user == "heavy"]
+        assert len(mine) == TEXTS_PER_USER and all(len(x) == TEXT_CHARS for x in mine)
+        assert sorted(u for u, _ in rows if u != "heavy") == sorted(r.user for r in light)
+        scope = Scope(engine, cols, WEEK, start, end, b"salt")
+        exact = TopicCounts(epsilon=1.0).measure(scope)
+        counts = dict(zip(exact.labels, exact.values, strict=True))
+        assert counts["homework"] == 11  # ten light users and the heavy one, once each
+    finally:
+        engine.close()

@@ -162,3 +162,45 @@ def test_reports_through_the_ledger_are_audited_without_the_user(tmp_path: Path)
     assert (event.analyst, event.window, event.micro) == ("ldp", WEEK, 1_000_000)
     assert user not in repr(ledger.history()) and user not in repr(ledger._query(
         "SELECT * FROM local_reports"))  # fmt: skip
+
+
+def test_sixty_retries_send_the_same_report() -> None:
+    """A retrying app re-sends one randomised report; a majority vote learns nothing new."""
+    import httpx
+
+    bodies: list[bytes] = []
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        bodies.append(request.content)
+        if len(bodies) >= 60:
+            return httpx.Response(201)
+        if len(bodies) % 3 == 0:
+            raise httpx.ConnectTimeout("lost", request=request)
+        return httpx.Response(503)
+
+    http = httpx.Client(base_url="http://test", transport=httpx.MockTransport(flaky))
+    client = LDPClient("http://test", metric="rating", randomizer=KRR, client=http)
+    sent = []
+    for _ in range(60):
+        try:
+            sent.append(client.report(user="u-1", value=4, window=WEEK))
+        except (InvalidReport, Exception) as exc:  # noqa: BLE001 - the app retries on anything
+            assert "503" in str(exc) or "cannot reach" in str(exc)
+    assert len(bodies) == 60 and len(set(bodies)) == 1
+    assert sent == [LDPReport.from_json(bodies[0])]
+    # A different value for the same key is refused locally, nothing sent.
+    with pytest.raises(DuplicateReport, match="nothing was sent"):
+        client.report(user="u-1", value=2, window=WEEK)
+    assert len(bodies) == 60
+    # Another user, metric or week is another report.
+    client.report(user="u-2", value=4, window=WEEK)
+    assert len(bodies) == 61
+
+
+def test_the_client_parses_the_week_strictly() -> None:
+    from dpllm.errors import InvalidWindow
+
+    client = LDPClient("http://test", metric="rating", randomizer=KRR)
+    for bad in ("２０２６-W４７", "2026-W47\n", "2026-w47"):
+        with pytest.raises(InvalidWindow):
+            client.report(user="u", value=3, window=bad)

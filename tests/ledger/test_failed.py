@@ -137,3 +137,60 @@ def test_migration_0002_keeps_older_charges(
     assert {r.query_id: r.status for r in new.unreleased()}["q3"] is ChargeStatus.FAILED
     # The rebuilt table still refers to and from its neighbours.
     assert new._query("SELECT COUNT(*) FROM charge_parts")[0][0] == 2
+
+
+def test_the_outcome_says_what_the_ledger_recorded(pool: Any) -> None:
+    """Fresh: charged. Again: cached. A taken-over charge: neither (charged once, earlier)."""
+    from dpllm.ledger.base import release_recorded
+
+    def run(qid: str) -> Any:
+        return release_recorded(pool, query_id=qid, pool="p", window=WEEK, cost=EPS,
+                                compute=compute_for(qid, EPS))  # fmt: skip
+
+    first = run("a")
+    assert (first.cached, first.charged) == (False, True)
+    again = run("a")
+    assert (again.cached, again.charged) == (True, False) and again.release == first.release
+    with pytest.raises(KeyboardInterrupt):
+        with pool.charging(query_id="b", pool="p", window=WEEK, cost=EPS) as c:
+            c.data_read()
+            raise KeyboardInterrupt
+    taken = run("b")
+    assert (taken.cached, taken.charged) == (False, False)
+    assert pool.balance("p", WEEK).spent == 2 * EPS.micro
+
+
+def test_a_production_ledger_refuses_seeded_releases(
+    ledger_factory: LedgerFactory, tmp_path: Any
+) -> None:
+    import dataclasses
+
+    from dpllm.errors import InvalidPrivacyParameter, LedgerError
+
+    prod = ledger_factory()
+    prod.ensure_pool(pure_pool("p", 10.0))
+    seeded = dataclasses.replace(compute_for("s", EPS)(), seeded=True)
+    with pytest.raises(InvalidPrivacyParameter, match="seeded"):
+        release_once(prod, query_id="s", pool="p", window=WEEK, cost=EPS, compute=lambda: seeded)
+    assert prod.get_release("s") is None and not prod.is_test_ledger
+    with pytest.raises(LedgerError, match="already holds charges"):
+        prod.mark_test_ledger()  # a ledger with charges cannot become a test ledger
+    from dpllm.ledger.sqlite import SQLiteLedger
+
+    test = SQLiteLedger(tmp_path / "test-ledger.db")
+    test.mark_test_ledger()
+    test.ensure_pool(pure_pool("p", 10.0))
+    got = release_once(test, query_id="s", pool="p", window=WEEK, cost=EPS, compute=lambda: seeded)
+    assert got.seeded and test.is_test_ledger
+
+
+def test_a_seeded_runner_is_refused_before_any_charge(ledger_factory: LedgerFactory) -> None:
+    from dpllm.data.engines import SQLiteEngine
+    from dpllm.data.stats import StatsRunner
+    from dpllm.errors import InvalidPrivacyParameter
+    from dpllm.privacy.noise import SeededNoise
+
+    ledger = ledger_factory()
+    with pytest.raises(InvalidPrivacyParameter, match="production"):
+        StatsRunner(SQLiteEngine.__new__(SQLiteEngine), ledger, dataset_id="d", pool="p",
+                    noise=SeededNoise(1))  # fmt: skip
