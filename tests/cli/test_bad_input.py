@@ -126,7 +126,7 @@ CASES: list[Case] = [
     ("weekly binary config", lambda f: ["weekly", "-c", str(f["binary"])], 2, ()),
     ("weekly corrupt config", lambda f: ["weekly", "-c", str(f["corrupt"])], 2, ("TOML",)),
     ("weekly bad week", lambda f: ["weekly", "--demo", "--week", "2026-W99", "--out", str(f["dir"])],
-     2, ("2026-W99",)),
+     2, ("ISO week",)),
     # stats and budget: data and ledger unavailable
     ("stats missing data",
      lambda f: ["stats", "--week", "2026-W47", "--data", str(f["missing"]).replace(".txt", ".db"),
