@@ -577,7 +577,7 @@ def rating_shares(histogram: Release) -> dict[str, Release]:
             window=histogram.window,
             seeded=histogram.seeded,
             complete=histogram.complete,
-            estimand=f"share of {'4–5' if name == 'share_high' else '1–2'} star ratings; "
+            estimand=f"share of {'4–5' if name == 'share_positive' else '1–2'} star ratings; "
             + (histogram.estimand or "ratings per star"),
             small_threshold=None,
             notes=(f"post-processing of {histogram.name}; Bonferroni interval",),

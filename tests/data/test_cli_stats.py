@@ -31,7 +31,7 @@ def test_demo_then_stats_then_cached_rerun(tmp_path: Path) -> None:
     # The output names the data read and what each figure estimates.
     assert f"sqlite:{db.resolve()}" in table.output.replace("\n", "")
     assert "mean of per-user mean ratings" in table.output
-    assert payload["_data"]["source"] == f"sqlite:{db.resolve()}"
+    assert payload["data"]["source"] == f"sqlite:{db.resolve()}"
 
 
 def test_stats_errors(tmp_path: Path) -> None:

@@ -363,7 +363,7 @@ def test_releases_name_their_bounded_estimand(data: Path, ledger: SQLiteLedger) 
     assert out["c"].estimand == "feedback records, at most 3 per user"
     assert out["m"].estimand.startswith("mean of per-user mean ratings")
     shares = rating_shares(out["h"])
-    assert "4–5 star" in shares["share_high"].estimand
+    assert "4–5 star" in shares["share_positive"].estimand
     # Stored with the release, served back from the cache.
     assert ledger.get_release(out["c"].fingerprint).estimand == out["c"].estimand  # type: ignore[union-attr]
     assert r.release(FeedbackCount(epsilon=0.2, max_records=3), WEEK) == out["c"]
