@@ -27,6 +27,8 @@ keeps working for code that does not know dpllm::
     │   └── TemplateUndefinedError (TemplateError, NameError)  a variable is missing
     ├── RedactionError (RuntimeError)            Presidio set-up or analysis
     ├── GuardError (ValueError)                  guard input (e.g. releases file)
+    ├── RequestRejected (ValueError)             a request the server refuses to work on
+    │   └── RequestTooLarge (RequestRejected)    over a [server.limits] size
     └── ModelError (RuntimeError)                the language-model call
         ├── ModelUnreachable (ModelError, ConnectionError)
         ├── ModelAuthError (ModelError, PermissionError)
@@ -62,6 +64,8 @@ __all__ = [
     "QueryFailed",
     "RawReleaseError",
     "RedactionError",
+    "RequestRejected",
+    "RequestTooLarge",
     "TemplateError",
     "TemplateLintError",
     "TemplateSecurityError",
@@ -215,6 +219,25 @@ class RedactionError(DPLLMError, RuntimeError):
 
 class GuardError(DPLLMError, ValueError):
     """The precision guard was given unusable input."""
+
+
+class RequestRejected(DPLLMError, ValueError):
+    """A request the server will not work on (its shape or its size); nothing was done.
+
+    ``status`` is the HTTP status it is answered with (400 unless a subclass says).
+    """
+
+    status = 400
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class RequestTooLarge(RequestRejected):
+    """A request over one of the ``[server.limits]``: raise the limit or send less."""
+
+    status = 413
 
 
 class ModelError(DPLLMError, RuntimeError):

@@ -28,6 +28,7 @@ from dpllm.errors import ConfigError, DPLLMError
 from dpllm.release import Cost
 from dpllm.server.auth import ApiKeyMiddleware
 from dpllm.server.errors import install_error_handlers
+from dpllm.server.limits import LimitsMiddleware
 from dpllm.server.logging import RequestLogMiddleware
 from dpllm.server.state import LedgerOpener, ServerState, server_state
 from dpllm.server.upstream import UpstreamClient, lean_eligible
@@ -222,5 +223,6 @@ def create_app(
     if settings.ldp_metrics:
         app.state.ldp_ingest = _ldp_ingest(settings, state)
     app.add_middleware(ApiKeyMiddleware, keys=settings.api_keys)
+    app.add_middleware(LimitsMiddleware, limits=settings.server_limits)  # before the key check
     app.add_middleware(RequestLogMiddleware)  # added last: outermost
     return app

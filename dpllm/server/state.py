@@ -7,6 +7,7 @@ database is down; their endpoints answer 503 meanwhile.
 
 from __future__ import annotations
 
+import os
 import secrets
 import threading
 from collections.abc import Callable
@@ -30,8 +31,17 @@ __all__ = ["ServerState", "caller", "server_state"]
 
 LedgerOpener = Callable[[str], ManagedLedger]
 
-PROTECT_WORKERS = 1
-"""Threads that run redaction and the guard for non-streaming chat requests."""
+
+def protect_workers(configured: int) -> int:
+    """Threads that run redaction and the guard: ``configured``, or one per core (at least 2).
+
+    At least two, so that one heavy request (bounded by ``[server.limits]``) never
+    holds every thread: small requests keep a thread of their own and share the
+    GIL with it, slowed by at most the ratio of threads to busy ones.
+    """
+    if configured:
+        return configured
+    return max(2, os.cpu_count() or 1)
 
 
 @dataclass
@@ -88,9 +98,12 @@ class ServerState:
         self._engine = _Lazy(engine_opener or (lambda: default_engine(settings)))
         self.stats_lock = threading.Lock()  # one engine connection, shared
         # Redaction and the guard are CPU-bound and hold the GIL: more threads than
-        # cores only trade CPU for lock convoys (the default pool has cores + 4).
+        # cores only trade CPU for lock convoys (the default pool has cores + 4); one
+        # thread lets one heavy request stall every other (issue #21).
+        self.limits = settings.server_limits
         self.protect_executor = ThreadPoolExecutor(
-            max_workers=PROTECT_WORKERS, thread_name_prefix="dpllm-protect"
+            max_workers=protect_workers(self.limits.protect_workers),
+            thread_name_prefix="dpllm-protect",
         )
         salt = settings.bounds.salt
         self.salt = salt.encode() if salt else secrets.token_bytes(32)
