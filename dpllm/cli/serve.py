@@ -49,6 +49,7 @@ def serve(
     from dpllm.errors import DPLLMError
     from dpllm.server import create_app
     from dpllm.server.logging import configure_json_logging
+    from dpllm.server.protocol import uvicorn_options
 
     try:
         settings = Settings.load(config).from_env(os.environ)
@@ -72,13 +73,22 @@ def serve(
                 log_level=log_level,
                 access_log=False,
                 ws="none",
+                **uvicorn_options(settings.server_limits),
             )
             return
         app = create_app(settings, environ=os.environ)
     except DPLLMError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=1) from None
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, ws="none")
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        ws="none",
+        **uvicorn_options(settings.server_limits),
+    )
 
 
 _CONFIG_ENV = "DPLLM_SERVE_CONFIG"

@@ -51,6 +51,7 @@ from dpllm.errors import (
     DPLLMError,
     InvalidPrivacyParameter,
     LedgerError,
+    ModelBadResponse,
     ModelError,
     ModelTimeout,
     ModelUnreachable,
@@ -240,6 +241,9 @@ def _status_and_body(exc: BaseException) -> tuple[int, dict[str, Any], dict[str,
             ),
             {},
         )
+    if isinstance(exc, ModelBadResponse):
+        # dpllm's own words (the proxy's refusal of an answer), never the upstream's text
+        return 502, error_body(str(exc), "upstream_error", code="upstream_bad_response"), {}
     if isinstance(exc, ModelError | openai.OpenAIError):
         return (
             502,

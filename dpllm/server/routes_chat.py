@@ -208,6 +208,8 @@ async def chat_completions(request: Request) -> Any:
     if state.upstream is None:
         raise HTTPException(503, "no upstream model is configured ([model] provider = 'openai')")
     wire["model"] = wire.get("model") or state.settings.model.model
+    if "dpllm" in wire and wire["dpllm"] is None:  # null: no options, as the schema says
+        del wire["dpllm"]
     options = wire.get("dpllm")
     # On the request's own log line (RequestLogMiddleware): one line per request.
     request.state.log = {

@@ -119,11 +119,11 @@ def stats(
         try:
             release = runner.release(q, window)
         except BudgetPending as exc:
-            status, body, _ = status_and_body(exc)
+            status, body, headers = status_and_body(exc)  # Retry-After, x-should-retry
             log_event(
                 "stats", analyst=key.analyst, query=query, week=window, pool=chosen, status=202
             )
-            return JSONResponse(body, status_code=status)
+            return JSONResponse(body, status_code=status, headers=headers)
     log_event("stats", analyst=key.analyst, query=query, week=window, pool=chosen, cached=cached)
     return {
         "query": query,
