@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: demo test check format install install-dev clean bench
+.PHONY: demo test check format install install-dev clean bench fuzz
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,12 @@ test: check
 format: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check --fix dpllm tests bench examples
 	$(VENV)/bin/ruff format dpllm tests bench examples
+
+# The server against its own OpenAPI document, every schemathesis check, 500 examples an
+# operation (the suite runs 25); then the hand-written property test.
+fuzz: $(VENV)/.installed-dev
+	DPLLM_FUZZ_EXAMPLES=500 $(PY) -m pytest -p no:randomly -q \
+		tests/server/test_schemathesis.py tests/server/test_openapi_fuzz.py
 
 bench: $(VENV)/.installed-dev
 	$(PY) bench/ledger_bench.py

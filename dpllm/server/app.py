@@ -30,6 +30,7 @@ from dpllm.server.auth import ApiKeyMiddleware
 from dpllm.server.errors import install_error_handlers
 from dpllm.server.limits import LimitsMiddleware
 from dpllm.server.logging import RequestLogMiddleware
+from dpllm.server.openapi import install_openapi
 from dpllm.server.state import LedgerOpener, ServerState, server_state
 from dpllm.server.upstream import UpstreamClient, lean_eligible
 
@@ -216,6 +217,7 @@ def create_app(
     )
     app.state.dpllm = state
     install_error_handlers(app)
+    install_openapi(app, settings.server_limits)
     app.include_router(health)
     app.include_router(routes_chat.router)
     app.include_router(routes_stats.router)

@@ -13,10 +13,10 @@ limit                  checked                                     answer
 ``max_depth``          :func:`check_json`, on every chat body      400
 lone surrogates        :func:`check_json` (``"\\ud800"`` is JSON,  400
                        but no text: it cannot be encoded)
-``max_messages``,      :func:`check_chat`, before redaction        413
+``max_messages``,      :func:`check_chat`, before redaction        400
 ``max_content_parts``,
-``max_text_chars``
-``max_n``              :func:`check_chat`                          400
+``max_n``
+``max_text_chars``     :func:`check_chat`, before redaction        413
 ``max_text_chars``     :func:`check_answer`, on the upstream's     502
                        answer before it is redacted
 =====================  ==========================================  ======
@@ -40,6 +40,7 @@ __all__ = ["LimitsMiddleware", "check_answer", "check_chat", "check_json", "refu
 
 _ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_EMPTY_NAME = re.compile(rb"(?:^|&)=")
 
 
 def refusal(status: int, message: str, code: str) -> tuple[list[tuple[bytes, bytes]], bytes]:
@@ -104,6 +105,11 @@ class LimitsMiddleware:
                 "headers_too_large",
             )
             return
+        if _EMPTY_NAME.search(scope.get("query_string", b"")):
+            await _refuse(
+                send, 400, "the query string has a parameter without a name", "invalid_request"
+            )
+            return
         cap = limits.max_body_bytes
         if length is not None and length > cap:
             await _refuse(send, 413, _body_message(cap), "request_too_large")
@@ -166,14 +172,14 @@ def _text(value: str) -> None:
 
 
 def check_chat(body: dict[str, Any], limits: ServerLimits) -> None:
-    """Refuse a chat request over ``max_messages``, ``max_content_parts``,
-    ``max_text_chars`` (413) or ``max_n`` (400).
+    """Refuse a chat request over ``max_messages``, ``max_content_parts``, ``max_n``
+    (400: its shape, as the OpenAPI document states them) or ``max_text_chars`` (413).
 
     ``body["messages"]`` is already known to be a list of objects.
     """
     messages: list[dict[str, Any]] = body["messages"]
     if len(messages) > limits.max_messages:
-        raise RequestTooLarge(
+        raise RequestRejected(
             f"{len(messages)} messages is more than {limits.max_messages} "
             "([server.limits] max_messages)",
             param="messages",
@@ -187,7 +193,7 @@ def check_chat(body: dict[str, Any], limits: ServerLimits) -> None:
             parts += len(content)
             chars += sum(len(p["text"]) for p in content if isinstance(p.get("text"), str))
     if parts > limits.max_content_parts:
-        raise RequestTooLarge(
+        raise RequestRejected(
             f"{parts} content parts is more than {limits.max_content_parts} "
             "([server.limits] max_content_parts)",
             param="messages",
@@ -199,6 +205,8 @@ def check_chat(body: dict[str, Any], limits: ServerLimits) -> None:
             param="messages",
         )
     n = body.get("n")
+    if isinstance(n, float) and n.is_integer():  # 2.0 is an integer in JSON Schema's eyes
+        n = body["n"] = int(n)
     if n is not None and (
         isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= limits.max_n
     ):

@@ -37,7 +37,11 @@ from dpllm.windows import is_week_key, iso_week
 __all__ = ["plan_catalogue", "router"]
 
 router = APIRouter()
-WEEK = r"^\d{4}-W\d{2}$"
+# ISO weeks of years 0001-9998 (9999's last weeks end in year 10000, past datetime's range)
+WEEK = (
+    r"^(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])"
+    r"-W(0[1-9]|[1-4][0-9]|5[0-3])$"
+)
 
 
 def plan_catalogue(settings: Settings) -> dict[str, StatQuery]:
@@ -53,7 +57,8 @@ def _week(week: str | None) -> str:
     if week is None:
         return iso_week(dt.datetime.now(dt.UTC))
     if not is_week_key(week):
-        raise HTTPException(400, f"week must be an ISO week such as 2026-W47, got {week!r}")
+        # the pattern let it through: a week 53 of a year that has 52
+        raise HTTPException(404, f"week {week!r} does not exist (only some ISO years have 53)")
     return week
 
 

@@ -174,10 +174,10 @@ def test_a_chunked_body_over_the_limit_is_refused(limited: Proxy) -> None:
 @pytest.mark.parametrize(
     ("body", "status", "words"),
     [
-        ({"messages": [user("hi")] * 9}, 413, "max_messages"),
+        ({"messages": [user("hi")] * 9}, 400, "max_messages"),
         (
             {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}] * 7}]},
-            413,
+            400,
             "max_content_parts",
         ),
         ({"messages": [user("z" * 1500), user("z" * 600)]}, 413, "max_text_chars"),
