@@ -277,6 +277,10 @@ def install_error_handlers(app: FastAPI) -> None:
     import openai
 
     async def on_error(request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, ModelError | openai.OpenAIError):
+            state = getattr(request.app.state, "dpllm", None)
+            if state is not None:
+                state.metrics.inc("dpllm_upstream_errors_total", error=type(exc).__name__)
         return _respond(exc)
 
     async def on_http(request: Request, exc: Exception) -> JSONResponse:

@@ -17,7 +17,7 @@ import inspect
 import json
 import math
 from collections.abc import AsyncIterator, Awaitable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -31,9 +31,13 @@ from dpllm.errors import ModelBadResponse, ModelTimeout
 from dpllm.server.errors import status_and_body
 from dpllm.server.limits import check_answer, check_chat, check_json
 from dpllm.server.logging import log_event
+from dpllm.server.metrics import MeteredGuard
 from dpllm.server.state import ServerState, caller, server_state
 
 __all__ = ["ChatCompletionRequest", "parse_chat_request", "router"]
+
+if TYPE_CHECKING:
+    from dpllm.guard import Guard
 
 router = APIRouter(tags=["chat"])
 T = TypeVar("T")
@@ -268,6 +272,7 @@ async def _unless_disconnected(request: Request, work: Awaitable[T]) -> T | None
     with contextlib.suppress(BaseException):  # cancelled mid-step: whatever it raised
         await task
     log_event("client_disconnected", path=request.url.path)
+    request.app.state.dpllm.metrics.inc("dpllm_client_disconnects_total")
     return None
 
 
@@ -295,6 +300,9 @@ async def _complete(state: ServerState, wire: dict[str, Any], deadline: float) -
     call_state = await off_loop(
         protection.offload, protection.begin, wire.pop("messages"), releases, executor=pool
     )
+    if call_state.guard is not None:
+        # counts violations by rule; the same check() (duck-typed where the guard is used)
+        call_state.guard = cast("Guard", MeteredGuard(call_state.guard, state.metrics))
     lean = state.lean_upstream
     client = state.raw_upstream
 

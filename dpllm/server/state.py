@@ -21,6 +21,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from dpllm.config import ApiKey, Settings
 from dpllm.errors import LedgerUnavailable
 from dpllm.ledger.factory import ManagedLedger, ensure_pools, open_ledger
+from dpllm.server.metrics import MeteredLedger, Metrics
 
 if TYPE_CHECKING:
     from dpllm.chat.wrapper import WrappedAsyncOpenAI
@@ -87,6 +88,9 @@ class ServerState:
         self.upstream = upstream
         self.raw_upstream = raw_upstream
         self.lean_upstream = lean_upstream
+        from dpllm.server.health import UpstreamProbe, sdk_probe
+
+        self.probe = UpstreamProbe(sdk_probe(raw_upstream) if raw_upstream is not None else None)
         opener = ledger_opener or (lambda url: open_ledger(url, base_dir=settings.base_dir))
 
         def open_configured() -> ManagedLedger:
@@ -94,7 +98,9 @@ class ServerState:
             ensure_pools(ledger, settings.default_pools)
             return ledger
 
+        self.metrics = Metrics()
         self._ledger = _Lazy(open_configured)
+        self._metered: tuple[Any, Any] | None = None  # (ledger, its metered view)
         self._engine = _Lazy(engine_opener or (lambda: default_engine(settings)))
         self.stats_lock = threading.Lock()  # one engine connection, shared
         # Redaction and the guard are CPU-bound and hold the GIL: more threads than
@@ -116,7 +122,11 @@ class ServerState:
             raise
         except OSError as exc:
             raise LedgerUnavailable(f"cannot open the ledger: {exc}") from exc
-        return ledger
+        metered = self._metered
+        if metered is None or metered[0] is not ledger:
+            metered = self._metered = (ledger, MeteredLedger(ledger, self.metrics))
+        view: ManagedLedger = metered[1]  # the same methods; charges counted by pool
+        return view
 
     def engine(self) -> Engine:
         engine: Engine = self._engine.get()
