@@ -273,3 +273,28 @@ def test_a_week_at_the_calendar_edge_is_a_400_or_served(limited: Proxy, week: st
     assert r.status_code in (200, 400), r.text
     if r.status_code == 400:
         assert r.json()["error"]["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (b'{"messages": [{"role": "user", "content": "caf\xe9"}]}', 400),  # Latin-1, not UTF-8
+        (b'\xef\xbb\xbf{"messages": [{"role": "user", "content": "hi"}]}', 200),  # UTF-8 BOM
+        ('{"messages": [{"role": "user", "content": "hi"}]}'.encode("utf-16"), 200),
+        (b'{"messages": [{"role": "user", "content": "a\x00b"}]}', 400),  # raw control char
+        (b'{"messages": [{"role": "user", "content": "a\\u0000b"}]}', 200),  # escaped: text
+    ],
+    ids=["latin-1", "bom", "utf-16", "raw-nul", "escaped-nul"],
+)
+def test_odd_encodings_are_a_400_or_served(limited: Proxy, raw: bytes, status: int) -> None:
+    if status == 200:
+        limited.upstream.enqueue("Fine.")
+    r = httpx.post(
+        limited.base_url + "/chat/completions",
+        content=raw,
+        headers={**limited.headers("alice"), "Content-Type": "application/json"},
+        timeout=30,
+    )
+    assert r.status_code == status, r.text
+    if status == 400:
+        assert r.json()["error"]["type"] == "invalid_request_error"
