@@ -38,8 +38,11 @@ SENTENCE = "Emily Clark wrote from Leeds on 3 March, call her on 020 7946 0958 p
 
 
 def heavy_body() -> dict[str, Any]:
-    text = (SENTENCE * 6)[:390]
-    return {"model": "fake-model", "messages": [{"role": "user", "content": text}] * 1000}
+    # every message different (no cache can help), 390 characters each
+    messages = [
+        {"role": "user", "content": (f"Message {i}. " + SENTENCE * 6)[:390]} for i in range(1000)
+    ]
+    return {"model": "fake-model", "messages": messages}
 
 
 async def _phase(url: str, normal: bytes, hostile: bytes | None, seconds: float) -> dict[str, Any]:
