@@ -90,6 +90,47 @@ _BY_PATH: dict[str, dict[str, str]] = {
     "/healthz": {"503": "The ledger does not answer"},
 }
 _LDP_NOT_CONFIGURED = "Local-DP ingest is not configured ([ldp.metrics] is empty)"
+# dpllm.ldp.ingest answers its own errors as {"error": code, "detail": text}
+_LDP_ERROR = {
+    "application/json": {
+        "schema": {
+            "type": "object",
+            "required": ["error"],
+            "properties": {"error": {"type": "string"}, "detail": {"type": "string"}},
+        }
+    }
+}
+_LDP_REPORT = {
+    "type": "object",
+    "required": ["metric", "window", "user", "mechanism", "epsilon", "payload"],
+    "properties": {
+        "metric": {"type": "string", "description": "A configured [ldp.metrics] name"},
+        "window": {"type": "string", "description": "ISO week, e.g. 2026-W47"},
+        "user": {"type": "string"},
+        "mechanism": {"type": "string", "enum": ["krr", "oue"]},
+        "epsilon": {"type": "number", "description": "The metric's configured ε"},
+        "payload": {"type": "array", "items": {"type": "integer"}, "minItems": 1},
+    },
+}
+
+
+def _ldp(path: str, op: dict[str, Any]) -> None:
+    """The local-DP endpoints as :mod:`dpllm.ldp.ingest` answers them."""
+    responses = op.setdefault("responses", {})
+    responses["422"] = {
+        "description": "An invalid report or request (dpllm.ldp.ingest's error shape)",
+        "content": _LDP_ERROR,
+    }
+    responses["503"] = {"description": _LDP_NOT_CONFIGURED, "content": _LDP_ERROR}
+    if path.endswith("/reports"):
+        responses.setdefault(
+            "409",
+            {"description": "A second report of a user, metric and week", "content": _LDP_ERROR},
+        )
+        op.setdefault(
+            "requestBody",
+            {"required": True, "content": {"application/json": {"schema": _LDP_REPORT}}},
+        )
 
 
 def _respond(op: dict[str, Any], status: str, description: str, *, openai: bool) -> None:
@@ -178,7 +219,7 @@ def install_openapi(app: FastAPI, limits: ServerLimits) -> None:
             for status, text in _BY_PATH.get(path, {}).items():
                 _respond(op, status, text, openai=status != "202")
             if ldp:
-                _respond(op, "503", _LDP_NOT_CONFIGURED, openai=False)
+                _ldp(path, op)
             if path == "/v1/chat/completions":
                 body = op["requestBody"]["content"]["application/json"]["schema"]
                 _chat_body(body, limits)
