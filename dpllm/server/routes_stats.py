@@ -134,11 +134,11 @@ def stats(
             # another replica's in-flight charge may be waited for or taken over.
             outcome = runner.release_recorded(q, window)
         except BudgetPending as exc:
-            status, body, _ = status_and_body(exc)
+            status, body, headers = status_and_body(exc)  # Retry-After, x-should-retry
             log_event(
                 "stats", analyst=key.analyst, query=query, week=window.key, pool=chosen, status=202
             )
-            return JSONResponse(body, status_code=status)
+            return JSONResponse(body, status_code=status, headers=headers)
     release = outcome.release
     log_event(
         "stats",
