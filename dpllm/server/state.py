@@ -22,8 +22,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from dpllm.config import ApiKey, Settings
 from dpllm.errors import LedgerUnavailable
 from dpllm.ledger.factory import ManagedLedger, ensure_pools, open_ledger
-from dpllm.windows import utc_today
 from dpllm.server.metrics import MeteredLedger, Metrics
+from dpllm.windows import utc_today
 
 if TYPE_CHECKING:
     from dpllm.chat.wrapper import WrappedAsyncOpenAI

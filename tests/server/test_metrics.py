@@ -51,9 +51,14 @@ def test_metrics_count_without_a_word_of_text(fresh: Proxy) -> None:
     fresh.upstream.enqueue_error(500)
     assert httpx.post(chat, json={"messages": [{"role": "user", "content": "x"}]}, headers=alice)
     stats = fresh.base_url + "/stats/feedback_count"
-    assert httpx.get(stats, params={"pool": "weekly"}, headers=alice).status_code == 200
+    assert (
+        httpx.get(stats, params={"pool": "weekly", "week": "2026-W47"}, headers=alice).status_code
+        == 200
+    )
     refused = httpx.get(
-        fresh.base_url + "/stats/mean_rating", params={"pool": "tiny"}, headers=alice
+        fresh.base_url + "/stats/mean_rating",
+        params={"pool": "tiny", "week": "2026-W47"},
+        headers=alice,
     )
     assert refused.status_code == 429
 

@@ -110,14 +110,18 @@ def test_a_stats_refusal_tells_the_sdk_not_to_retry(proxy2: Proxy) -> None:
     headers = proxy2.headers("alice")
     url = proxy2.base_url + "/stats/mean_rating"
     # pool "tiny" holds ε = 0.05; mean_rating costs 0.3: refused, nothing spent
-    r = httpx.get(url, params={"pool": "tiny"}, headers=headers, timeout=30)
+    import datetime as dt
+
+    year, week, _ = dt.datetime.now(dt.UTC).isocalendar()
+    this_week = {"week": f"{year}-W{week:02d}", "allow_incomplete": "true"}
+    r = httpx.get(url, params={"pool": "tiny", **this_week}, headers=headers, timeout=30)
     assert r.status_code == 429, r.text
     assert r.headers["x-should-retry"] == "false"
     assert int(r.headers["retry-after"]) > 0  # this week's cap: the next week may allow it
     r = httpx.get(url, params={"pool": "tiny", "week": "2026-W01"}, headers=headers, timeout=30)
     assert r.status_code == 429 and "retry-after" not in r.headers  # a past week stays spent
     # pool "queued" queues instead: 202 with a ticket, ask again later
-    r = httpx.get(url, params={"pool": "queued"}, headers=headers, timeout=30)
+    r = httpx.get(url, params={"pool": "queued", "week": "2026-W40"}, headers=headers, timeout=30)
     assert r.status_code == 202, r.text
     assert r.headers["x-should-retry"] == "false"
     assert int(r.headers["retry-after"]) > 0
