@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: demo test check docs format install install-dev clean bench mutate
+.PHONY: demo test check docs format install install-dev clean bench mutate fuzz
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,12 @@ docs: $(VENV)/.installed-docs
 format: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check --fix dpllm tests bench examples scripts
 	$(VENV)/bin/ruff format dpllm tests bench examples scripts
+
+# The server against its own OpenAPI document, every schemathesis check, 500 examples an
+# operation (the suite runs 25); then the hand-written property test.
+fuzz: $(VENV)/.installed-dev
+	DPLLM_FUZZ_EXAMPLES=500 $(PY) -m pytest -p no:randomly -q \
+		tests/server/test_schemathesis.py tests/server/test_openapi_fuzz.py
 
 bench: $(VENV)/.installed-dev
 	$(PY) bench/ledger_bench.py

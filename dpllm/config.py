@@ -31,6 +31,7 @@ __all__ = [
     "LDPMetric",
     "ModelSettings",
     "PlanQuery",
+    "ServerLimits",
     "Settings",
     "hash_api_key",
 ]
@@ -204,6 +205,43 @@ class ApiKey:
 
 
 @dataclass(frozen=True, slots=True)
+class ServerLimits:
+    """What one request may ask of ``dpllm serve`` (``[server.limits]``; see docs/server.md).
+
+    Every limit is checked before any redaction, guard or upstream work; a request
+    over one is answered 413 (sizes) or 400 (shape) in OpenAI's error shape.
+
+    Attributes:
+        max_header_bytes: the request line and headers together, checked by the
+            HTTP server as they arrive (before authentication): 431 above it.
+        max_body_bytes: the request body: 413 above it (read no further).
+        max_messages: chat messages per request.
+        max_content_parts: content parts (``[{"type": "text", ...}, ...]``) per request.
+        max_text_chars: characters of text per request, and per upstream answer,
+            that redaction and the guard read.
+        max_n: the largest ``n`` (choices) a chat request may ask for.
+        max_depth: how deeply JSON arrays and objects may nest in a body.
+        protect_workers: threads that run redaction and the guard (0: one per core).
+    """
+
+    max_header_bytes: int = 16 * 1024
+    max_body_bytes: int = 4 * 1024 * 1024
+    max_messages: int = 1024
+    max_content_parts: int = 1024
+    max_text_chars: int = 400_000
+    max_n: int = 8
+    max_depth: int = 32
+    protect_workers: int = 0
+
+    def __post_init__(self) -> None:
+        for name in self.__slots__:
+            value = getattr(self, name)
+            least = 0 if name == "protect_workers" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ConfigError(f"[server.limits] {name} must be an integer ≥ {least}")
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Everything ``dpllm.toml`` configures."""
 
@@ -226,6 +264,7 @@ class Settings:
     guard_unsupported: str = "violation"
     output_dir: str = "reports"
     api_keys: tuple[ApiKey, ...] = ()
+    server_limits: ServerLimits = field(default_factory=ServerLimits)
     ldp_metrics: tuple[LDPMetric, ...] = ()
     ldp_store: str = ".dpllm/ldp.db"
     base_dir: str = "."
@@ -388,6 +427,7 @@ class Settings:
             guard_unsupported=gd.choice("unsupported", ("violation", "warning"), "violation"),
             output_dir=out.get("dir", str, "reports"),
             api_keys=cls._keys(r.sub("server")),
+            server_limits=cls._limits(r.sub("server").sub("limits")),
             ldp_metrics=cls._ldp(r.sub("ldp")),
             ldp_store=r.sub("ldp").get("store", str, ".dpllm/ldp.db"),
             base_dir=base_dir,
@@ -461,7 +501,7 @@ class Settings:
 
     @staticmethod
     def _keys(s: _Reader) -> tuple[ApiKey, ...]:
-        s.unknown({"keys"})
+        s.unknown({"keys", "limits"})
         raw = s.data.get("keys", [])
         if not isinstance(raw, list):
             raise s.error("keys", "must be an array of tables: [[server.keys]]")
@@ -484,6 +524,18 @@ class Settings:
                 )
             )
         return tuple(keys)
+
+    @staticmethod
+    def _limits(r: _Reader) -> ServerLimits:
+        defaults = ServerLimits()
+        names = set(ServerLimits.__slots__)
+        r.unknown(names)
+        least = {"protect_workers": 0}
+        values = {
+            name: r.integer(name, getattr(defaults, name), minimum=least.get(name, 1))
+            for name in names
+        }
+        return ServerLimits(**values)
 
     @staticmethod
     def _ldp(r: _Reader) -> tuple[LDPMetric, ...]:

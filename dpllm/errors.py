@@ -32,6 +32,8 @@ keeps working for code that does not know dpllm::
     ├── RedactionError (RuntimeError)            Presidio set-up or analysis
     │   └── InvalidText (RedactionError, ValueError)  not valid Unicode (lone surrogate) → 400
     ├── GuardError (ValueError)                  guard input (e.g. releases file)
+    ├── RequestRejected (ValueError)             a request the server refuses to work on
+    │   └── RequestTooLarge (RequestRejected)    over a [server.limits] size
     ├── InputError (ValueError)                  an unusable file or value given by a user
     └── ModelError (RuntimeError)                the language-model call
         ├── ModelUnreachable (ModelError, ConnectionError)
@@ -72,6 +74,8 @@ __all__ = [
     "QueryFailed",
     "RawReleaseError",
     "RedactionError",
+    "RequestRejected",
+    "RequestTooLarge",
     "RunLocked",
     "TemplateError",
     "TemplateLintError",
@@ -277,6 +281,25 @@ class GuardError(DPLLMError, ValueError):
 class InputError(DPLLMError, ValueError):
     """A file or value given by a user cannot be used (missing, a directory, unreadable,
     binary, not in the stated encoding …); the message says what to do instead."""
+
+
+class RequestRejected(DPLLMError, ValueError):
+    """A request the server will not work on (its shape or its size); nothing was done.
+
+    ``status`` is the HTTP status it is answered with (400 unless a subclass says).
+    """
+
+    status = 400
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class RequestTooLarge(RequestRejected):
+    """A request over one of the ``[server.limits]``: raise the limit or send less."""
+
+    status = 413
 
 
 class ModelError(DPLLMError, RuntimeError):

@@ -62,6 +62,7 @@ def serve(
         require("uvicorn", extra="server", feature="dpllm serve")
         from dpllm.server import create_app
         from dpllm.server.logging import configure_json_logging
+        from dpllm.server.protocol import uvicorn_options
     except MissingExtra as exc:  # installed without the [server] extra
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None
@@ -98,12 +99,21 @@ def serve(
                 log_level=log_level,
                 access_log=False,
                 ws="none",
+                **uvicorn_options(settings.server_limits),
             )
             return
         app = create_app(settings, environ=os.environ)
     except DPLLMError as exc:
         raise fail(str(exc), exit_code_for(exc)) from None
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, ws="none")
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        ws="none",
+        **uvicorn_options(settings.server_limits),
+    )
 
 
 _CONFIG_ENV = "DPLLM_SERVE_CONFIG"

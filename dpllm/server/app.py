@@ -21,16 +21,19 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, Depends, FastAPI
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, FastAPI
 
 from dpllm.config import Settings
-from dpllm.errors import ConfigError, DPLLMError
+from dpllm.errors import ConfigError
 from dpllm.release import Cost
+from dpllm.server import health
 from dpllm.server.auth import ApiKeyMiddleware
 from dpllm.server.errors import install_error_handlers
+from dpllm.server.limits import LimitsMiddleware
 from dpllm.server.logging import RequestLogMiddleware
-from dpllm.server.state import LedgerOpener, ServerState, server_state
+from dpllm.server.metrics import MeteredRedactor, Metrics, MetricsMiddleware
+from dpllm.server.openapi import install_openapi
+from dpllm.server.state import LedgerOpener, ServerState
 from dpllm.server.upstream import UpstreamClient, lean_eligible
 
 if TYPE_CHECKING:
@@ -41,20 +44,6 @@ __all__ = ["OPTIONAL_ROUTERS", "create_app", "include_optional_routers"]
 
 OPTIONAL_ROUTERS = ("dpllm.ldp.ingest",)
 """Modules whose ``router`` (a FastAPI ``APIRouter``) is included when importable."""
-
-health = APIRouter(tags=["health"])
-
-
-@health.get("/healthz", summary="Liveness and ledger health (no key needed)")
-def healthz(state: ServerState = Depends(server_state)) -> Any:
-    """200 when the ledger answers; 503 (still answering) when it does not."""
-    try:
-        # A read, not just the open: a PostgreSQL ledger opened earlier may have
-        # lost its server since.
-        state.ledger().history(limit=1)
-    except DPLLMError:
-        return JSONResponse({"status": "degraded", "ledger": "unavailable"}, status_code=503)
-    return {"status": "ok", "ledger": "ok", "upstream": state.upstream is not None}
 
 
 class _StateLedger:
@@ -110,7 +99,10 @@ def include_optional_routers(
 
 
 def _upstream(
-    settings: Settings, redactor: TextRedactor | None, environ: Mapping[str, str] | None
+    settings: Settings,
+    redactor: TextRedactor | None,
+    environ: Mapping[str, str] | None,
+    metrics: Metrics,
 ) -> tuple[Any, Any, UpstreamClient | None]:
     """The protected SDK client, the raw one, and the lean client when it fits the URL."""
     if settings.model.provider != "openai":
@@ -133,6 +125,8 @@ def _upstream(
             redactor = Redactor()
         else:
             redactor = NoRedaction()
+    if not isinstance(redactor, NoRedaction):  # (NoRedaction: nothing to count, nor offload)
+        redactor = MeteredRedactor(redactor, metrics)
     wrapped = wrap(
         raw,
         redactor=redactor,
@@ -188,7 +182,10 @@ def create_app(
     from dpllm import __version__
     from dpllm.server import routes_chat, routes_stats
 
-    wrapped, raw, lean = _upstream(settings, redactor, os.environ if environ is None else environ)
+    metrics = Metrics()
+    wrapped, raw, lean = _upstream(
+        settings, redactor, os.environ if environ is None else environ, metrics
+    )
     state = ServerState(
         settings,
         upstream=wrapped,
@@ -198,6 +195,7 @@ def create_app(
         engine_opener=engine_opener,
         today=today,
     )
+    state.metrics = metrics
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -220,12 +218,15 @@ def create_app(
     )
     app.state.dpllm = state
     install_error_handlers(app)
-    app.include_router(health)
+    install_openapi(app, settings.server_limits)
+    app.include_router(health.router)
     app.include_router(routes_chat.router)
     app.include_router(routes_stats.router)
     include_optional_routers(app)
     if settings.ldp_metrics:
         app.state.ldp_ingest = _ldp_ingest(settings, state)
     app.add_middleware(ApiKeyMiddleware, keys=settings.api_keys)
+    app.add_middleware(LimitsMiddleware, limits=settings.server_limits)  # before the key check
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(RequestLogMiddleware)  # added last: outermost
     return app

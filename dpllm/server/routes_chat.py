@@ -11,28 +11,36 @@ and without the held text, so SDK clients raise instead of seeing a clean end.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
 import json
 import math
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from dpllm.chat.protection import UNSET, take_dpllm_options
 from dpllm.chat.wrapper import drive_async, off_loop
-from dpllm.config import ApiKey
-from dpllm.errors import ModelBadResponse
+from dpllm.config import ApiKey, ServerLimits
+from dpllm.errors import ModelBadResponse, ModelTimeout
 from dpllm.server.errors import status_and_body
+from dpllm.server.limits import check_answer, check_chat, check_json
 from dpllm.server.logging import log_event
+from dpllm.server.metrics import MeteredGuard
 from dpllm.server.state import ServerState, caller, server_state
 
 __all__ = ["ChatCompletionRequest", "parse_chat_request", "router"]
 
+if TYPE_CHECKING:
+    from dpllm.guard import Guard
+
 router = APIRouter(tags=["chat"])
+T = TypeVar("T")
 
 
 class ChatMessage(BaseModel):
@@ -69,6 +77,7 @@ def _create_parameters() -> frozenset[str]:
 
 
 _KNOWN: frozenset[str] | None = None
+_DEFAULT_LIMITS = ServerLimits()
 
 
 def forward_arguments(wire: dict[str, Any]) -> dict[str, Any]:
@@ -124,7 +133,7 @@ def _lone_surrogate(value: Any, loc: tuple[str | int, ...]) -> tuple[str | int, 
     return None
 
 
-def parse_chat_request(raw: bytes) -> dict[str, Any]:
+def parse_chat_request(raw: bytes, limits: ServerLimits = _DEFAULT_LIMITS) -> dict[str, Any]:
     """The request body, checked as :class:`ChatCompletionRequest` documents it.
 
     A plain JSON parse and the checks the model declares (no pydantic model is
@@ -136,6 +145,8 @@ def parse_chat_request(raw: bytes) -> dict[str, Any]:
 
     Raises:
         RequestValidationError: not a chat-completions request (→ 400).
+        RequestRejected: nested too deep, a lone surrogate, ``n`` out of range (→ 400).
+        RequestTooLarge: over ``limits`` (→ 413).
     """
     try:
         body = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
@@ -143,6 +154,7 @@ def parse_chat_request(raw: bytes) -> dict[str, Any]:
         raise _invalid((), "not a JSON document (NaN and infinities are not JSON)") from None
     if not isinstance(body, dict):
         raise _invalid((), "must be a JSON object")
+    check_json(body, raw, limits)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise _invalid(("messages",), "must be a list of at least one message")
@@ -172,6 +184,7 @@ def parse_chat_request(raw: bytes) -> dict[str, Any]:
     options = body.get("dpllm")
     if options is not None and not isinstance(options, dict):
         raise _invalid(("dpllm",), 'must be an object like {"releases": [...]}')
+    check_chat(body, limits)
     return body
 
 
@@ -219,10 +232,12 @@ async def chat_completions(request: Request) -> Any:
     if not isinstance(key, ApiKey):  # the ASGI middleware authenticated the caller
         raise HTTPException(401, "missing API key: send 'Authorization: Bearer <key>'")
     state: ServerState = request.app.state.dpllm
-    wire = parse_chat_request(await request.body())
+    wire = parse_chat_request(await request.body(), state.limits)
     if state.upstream is None:
         raise HTTPException(503, "no upstream model is configured ([model] provider = 'openai')")
     wire["model"] = wire.get("model") or state.settings.model.model
+    if "dpllm" in wire and wire["dpllm"] is None:  # null: no options, as the schema says
+        del wire["dpllm"]
     options = wire.get("dpllm")
     # On the request's own log line (RequestLogMiddleware): one line per request.
     request.state.log = {
@@ -231,9 +246,18 @@ async def chat_completions(request: Request) -> Any:
         "messages": len(wire["messages"]),
         "releases": bool(options and options.get("releases")),
     }
+    # One deadline for the whole request: every upstream attempt, every wait between
+    # attempts and every regeneration the guard asks for.
+    deadline = asyncio.get_running_loop().time() + state.settings.model.timeout
     if not wire.get("stream"):
-        return JSONResponse(await _complete(state, wire))
-    result = await state.upstream.chat.completions.create(**forward_arguments(wire))
+        answer = await _unless_disconnected(request, _complete(state, wire, deadline))
+        if answer is None:  # the client is gone: no more upstream attempts, nothing to send
+            return Response(status_code=499)
+        return JSONResponse(answer)
+    opened = _within(deadline, state.upstream.chat.completions.create(**forward_arguments(wire)))
+    result = await _unless_disconnected(request, opened)
+    if result is None:
+        return Response(status_code=499)
     return StreamingResponse(
         _sse(result, key.analyst),
         media_type="text/event-stream",
@@ -241,7 +265,47 @@ async def chat_completions(request: Request) -> Any:
     )
 
 
-async def _complete(state: ServerState, wire: dict[str, Any]) -> dict[str, Any]:
+async def _within(deadline: float, work: Awaitable[T]) -> T:
+    """``work``, or ModelTimeout (504) at ``deadline`` (the SDK client's retries included)."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            return await work
+    except TimeoutError:
+        raise ModelTimeout(
+            "the upstream model did not answer within the [model] timeout "
+            "(one deadline for every attempt)"
+        ) from None
+
+
+async def _unless_disconnected(request: Request, work: Awaitable[T]) -> T | None:
+    """``work``'s result, or ``None`` (``work`` cancelled) when the client disconnects first.
+
+    The body has been read: the next ASGI message is ``http.disconnect``, sent by the
+    server when the client closes the connection (or once the response is sent).
+    """
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnect(request))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not task.done():
+            task.cancel()
+        gone.cancel()
+    if task.done() and not task.cancelled():
+        return task.result()
+    with contextlib.suppress(BaseException):  # cancelled mid-step: whatever it raised
+        await task
+    log_event("client_disconnected", path=request.url.path)
+    request.app.state.dpllm.metrics.inc("dpllm_client_disconnects_total")
+    return None
+
+
+async def _disconnect(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _complete(state: ServerState, wire: dict[str, Any], deadline: float) -> dict[str, Any]:
     """A non-streaming completion, protected, in the wire format end to end.
 
     The same protection as the wrapper (:meth:`CallState.exchange_wire`, driven
@@ -260,14 +324,21 @@ async def _complete(state: ServerState, wire: dict[str, Any]) -> dict[str, Any]:
     call_state = await off_loop(
         protection.offload, protection.begin, wire.pop("messages"), releases, executor=pool
     )
+    if call_state.guard is not None:
+        # counts violations by rule; the same check() (duck-typed where the guard is used)
+        call_state.guard = cast("Guard", MeteredGuard(call_state.guard, state.metrics))
     lean = state.lean_upstream
     client = state.raw_upstream
 
     async def call(messages: list[dict[str, Any]]) -> dict[str, Any]:
         body = {**wire, "messages": messages}
         if lean is not None:
-            return await lean.post_json("/chat/completions", body)
-        raw: bytes = await client.post("/chat/completions", body=body, cast_to=bytes)
+            answer = await lean.post_json("/chat/completions", body, deadline=deadline)
+            check_answer(answer, state.limits)
+            return answer
+        raw: bytes = await _within(
+            deadline, client.post("/chat/completions", body=body, cast_to=bytes)
+        )
         try:
             decoded = json.loads(raw)
         except ValueError as exc:
@@ -276,6 +347,7 @@ async def _complete(state: ServerState, wire: dict[str, Any]) -> dict[str, Any]:
             ) from exc
         if not isinstance(decoded, dict):
             raise ModelBadResponse("the upstream's answer is not a JSON object")
+        check_answer(decoded, state.limits)
         return decoded
 
     return await drive_async(

@@ -85,10 +85,9 @@ def _amount(micro: int | None) -> float | None:
 @router.get("/v1/stats/{query}", tags=["statistics"], summary="A DP statistic of the plan")
 def stats(
     query: str = Path(max_length=64),
-    week: str | None = Query(
-        default=None,
+    week: str = Query(
         max_length=WEEK_MAX_LENGTH,
-        description="ISO week, written exactly like 2026-W47 (required)",
+        description="ISO week, written exactly like 2026-W47 (required: no week is assumed)",
     ),
     pool: str | None = Query(default=None, max_length=64, description="One of your pools"),
     allow_incomplete: bool = Query(
@@ -101,10 +100,6 @@ def stats(
     from dpllm.data.stats import StatsRunner
     from dpllm.weekly.wiring import columns_for
 
-    if week is None:
-        raise HTTPException(
-            400, "week is required (an ISO week such as 2026-W47); no week is assumed"
-        )
     window = _week(week, state)
     catalogue = plan_catalogue(state.settings)
     if query not in catalogue:
@@ -134,11 +129,11 @@ def stats(
             # another replica's in-flight charge may be waited for or taken over.
             outcome = runner.release_recorded(q, window)
         except BudgetPending as exc:
-            status, body, _ = status_and_body(exc)
+            status, body, headers = status_and_body(exc)  # Retry-After, x-should-retry
             log_event(
                 "stats", analyst=key.analyst, query=query, week=window.key, pool=chosen, status=202
             )
-            return JSONResponse(body, status_code=status)
+            return JSONResponse(body, status_code=status, headers=headers)
     release = outcome.release
     log_event(
         "stats",

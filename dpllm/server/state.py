@@ -8,6 +8,7 @@ database is down; their endpoints answer 503 meanwhile.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import secrets
 import threading
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from dpllm.config import ApiKey, Settings
 from dpllm.errors import LedgerUnavailable
 from dpllm.ledger.factory import ManagedLedger, ensure_pools, open_ledger
+from dpllm.server.metrics import MeteredLedger, Metrics
 from dpllm.windows import utc_today
 
 if TYPE_CHECKING:
@@ -32,8 +34,17 @@ __all__ = ["ServerState", "caller", "server_state"]
 
 LedgerOpener = Callable[[str], ManagedLedger]
 
-PROTECT_WORKERS = 1
-"""Threads that run redaction and the guard for non-streaming chat requests."""
+
+def protect_workers(configured: int) -> int:
+    """Threads that run redaction and the guard: ``configured``, or one per core (at least 2).
+
+    At least two, so that one heavy request (bounded by ``[server.limits]``) never
+    holds every thread: small requests keep a thread of their own and share the
+    GIL with it, slowed by at most the ratio of threads to busy ones.
+    """
+    if configured:
+        return configured
+    return max(2, os.cpu_count() or 1)
 
 
 @dataclass
@@ -83,6 +94,9 @@ class ServerState:
         self.upstream = upstream
         self.raw_upstream = raw_upstream
         self.lean_upstream = lean_upstream
+        from dpllm.server.health import UpstreamProbe, sdk_probe
+
+        self.probe = UpstreamProbe(sdk_probe(raw_upstream) if raw_upstream is not None else None)
         opener = ledger_opener or (lambda url: open_ledger(url, base_dir=settings.base_dir))
 
         def open_configured() -> ManagedLedger:
@@ -90,13 +104,18 @@ class ServerState:
             ensure_pools(ledger, settings.default_pools)
             return ledger
 
+        self.metrics = Metrics()
         self._ledger = _Lazy(open_configured)
+        self._metered: tuple[Any, Any] | None = None  # (ledger, its metered view)
         self._engine = _Lazy(engine_opener or (lambda: default_engine(settings)))
         self.stats_lock = threading.Lock()  # one engine connection, shared
         # Redaction and the guard are CPU-bound and hold the GIL: more threads than
-        # cores only trade CPU for lock convoys (the default pool has cores + 4).
+        # cores only trade CPU for lock convoys (the default pool has cores + 4); one
+        # thread lets one heavy request stall every other (issue #21).
+        self.limits = settings.server_limits
         self.protect_executor = ThreadPoolExecutor(
-            max_workers=PROTECT_WORKERS, thread_name_prefix="dpllm-protect"
+            max_workers=protect_workers(self.limits.protect_workers),
+            thread_name_prefix="dpllm-protect",
         )
         salt = settings.bounds.salt
         self.salt = salt.encode() if salt else secrets.token_bytes(32)
@@ -109,7 +128,11 @@ class ServerState:
             raise
         except OSError as exc:
             raise LedgerUnavailable(f"cannot open the ledger: {exc}") from exc
-        return ledger
+        metered = self._metered
+        if metered is None or metered[0] is not ledger:
+            metered = self._metered = (ledger, MeteredLedger(ledger, self.metrics))
+        view: ManagedLedger = metered[1]  # the same methods; charges counted by pool
+        return view
 
     def engine(self) -> Engine:
         engine: Engine = self._engine.get()

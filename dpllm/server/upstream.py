@@ -24,8 +24,11 @@ Behaviour matches the SDK's client where it matters to callers:
   retried at once, without the backoff, as one of the ``max_retries``: a prompt
   goes out at most ``max_retries + 1`` times, as with the SDK. Idle connections
   are kept :data:`KEEPALIVE_SECONDS`, under common servers' idle timeout;
-* **timeout**: ``timeout`` seconds per attempt, from waiting for one of the
-  :data:`MAX_CONNECTIONS` connections to the end of the answer's body;
+* **deadline**: one per call (``timeout`` seconds, or the caller's ``deadline``),
+  covering every attempt and every wait between them: an attempt gets the time
+  left, a wait (``Retry-After`` or backoff) that would end past the deadline is not
+  made and the last error is raised instead; cancelling the call (the proxy does
+  when its client disconnects) stops it, waits included;
 * **redirects** are not followed (unlike the SDK's client: a prompt is not
   re-sent to another address; a 3xx is :class:`ModelBadResponse` asking for the
   final ``base_url``), cookies not kept, compressed answers not decoded
@@ -37,9 +40,10 @@ Behaviour matches the SDK's client where it matters to callers:
   upstream                                           raised                     answer
   =================================================  =========================  ======
   refused / reset / closed connection                :class:`ModelUnreachable`  502
-  no answer within ``timeout``                       :class:`ModelTimeout`      504
+  no answer by the deadline                          :class:`ModelTimeout`      504
   HTTP 401, 403                                      :class:`ModelAuthError`    502
-  HTTP 429 (after the retries)                       :class:`ModelRateLimited`  502
+  HTTP 429 (after the retries)                       :class:`ModelRateLimited`  429
+  HTTP 400, 404, 405, 409, 413, 415, 422             :class:`ModelBadResponse`  same
   other HTTP ≥ 400, or a redirect (3xx)              :class:`ModelBadResponse`  502
   malformed HTTP, not a JSON object, > 64 MiB        :class:`ModelBadResponse`  502
   =================================================  =========================  ======
@@ -48,10 +52,10 @@ Behaviour matches the SDK's client where it matters to callers:
   ``type`` when that is an identifier, never its error message (which may quote
   the prompt). aiohttp's
   exceptions never leave this module. "Malformed HTTP" is what aiohttp's parser
-  refuses, e.g. a header line over 8,190 bytes. One exception: a chunked body
-  whose framing breaks after its first bytes arrived is not reported by
-  aiohttp's C parser (3.14); the attempt ends at the timeout (ModelTimeout, 504),
-  nothing passed on.
+  refuses, e.g. a header line over 8,190 bytes. A chunked body whose framing
+  breaks after its first bytes arrived is not reported by aiohttp's C parser
+  (3.14), which closes the connection but leaves the body's read open: the read
+  is raced against that close (:func:`_read_body`), a 502 at once.
 
 The API key is sent in ``Authorization`` and kept nowhere else (no repr, no log).
 """
@@ -176,7 +180,8 @@ class UpstreamClient:
     Args:
         base_url: the upstream's base URL (``http://host:8000/v1``).
         api_key: sent as ``Authorization: Bearer …`` (omitted when empty).
-        timeout: seconds per attempt.
+        timeout: seconds per call, every attempt and wait included (the default
+            deadline of :meth:`post_json`).
         max_retries: further attempts after a retryable failure.
         user_agent: the ``User-Agent`` header.
 
@@ -259,8 +264,19 @@ class UpstreamClient:
         await _close(old, old_loop)
         return session
 
-    async def post_json(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def post_json(
+        self, path: str, body: Mapping[str, Any], *, deadline: float | None = None
+    ) -> dict[str, Any]:
         """POST ``body`` as JSON to ``base_url + path``; the decoded JSON object answered.
+
+        Every attempt, and every wait between attempts, fits before ``deadline``
+        (the event loop's clock; default: ``timeout`` seconds from now): an attempt
+        gets the time that is left, and a retry whose wait (``Retry-After`` or the
+        backoff) would end past the deadline is not made: the last error is raised.
+        Cancelling the call (the client went away) stops it, waits included.
+
+        .. versionchanged:: 0.2
+           ``timeout`` bounds the whole call, retries included, not each attempt.
 
         Raises:
             ModelUnreachable, ModelTimeout, ModelAuthError, ModelRateLimited,
@@ -269,23 +285,38 @@ class UpstreamClient:
         """
         payload = json.dumps(body, allow_nan=False).encode()
         url = self._base + path
+        loop = asyncio.get_running_loop()
+        if deadline is None:
+            deadline = loop.time() + self.timeout
         attempt = 0
         while True:
+            left = deadline - loop.time()
+            if left <= 0:
+                raise self._timed_out()
             try:
-                return _decode(await self._attempt(url, payload))
+                return _decode(await self._attempt(url, payload, left))
             except _Retry as retry:
                 if attempt >= self.max_retries:
                     raise retry.error from None
-                await asyncio.sleep(_backoff(attempt, retry.delay))
+                wait = _backoff(attempt, retry.delay)
+                if loop.time() + wait >= deadline:
+                    raise retry.error from None  # Retry-After beyond the deadline: not honoured
+                await asyncio.sleep(wait)
                 attempt += 1
 
+    def _timed_out(self) -> ModelTimeout:
+        return ModelTimeout(
+            f"the upstream model did not answer within {self.timeout:g} s (the [model] timeout)"
+        )
+
     # -- one attempt ---------------------------------------------------------------
-    async def _attempt(self, url: str, payload: bytes) -> bytes:
+    async def _attempt(self, url: str, payload: bytes, left: float) -> bytes:
         session = await self._session_here()
+        timeout = self._timeout if left >= self.timeout else aiohttp.ClientTimeout(total=left)
         try:
             trace = SimpleNamespace(reused=False)
             try:
-                return await self._exchange(session, url, payload, trace, self._timeout)
+                return await self._exchange(session, url, payload, trace, timeout)
             except aiohttp.ClientConnectionError as exc:
                 # not ClientConnectorError (connecting failed) nor a timeout (the time is
                 # up); a body cut short is a ClientPayloadError
@@ -305,12 +336,7 @@ class UpstreamClient:
         except (ModelError, _Retry):
             raise  # answered (ModelAuthError is a PermissionError, an OSError)
         except TimeoutError:  # aiohttp's ServerTimeoutError is one too
-            raise _Retry(
-                ModelTimeout(
-                    f"the upstream model did not answer within {self.timeout:g} s "
-                    "(the [model] timeout)"
-                )
-            ) from None
+            raise _Retry(self._timed_out()) from None
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError):
             # refused or reset, closed before the answer, or closed in the middle of its
             # body (ClientPayloadError: "Response payload is not completed")
@@ -356,7 +382,39 @@ async def _read_body(response: aiohttp.ClientResponse) -> bytes:
         raise ModelBadResponse(f"the upstream's answer is larger than {MAX_BODY} bytes")
     if length is not None:
         return await response.read()  # aiohttp reads exactly Content-Length bytes
-    parts: list[bytes] = []  # chunked, or ended by the connection: counted as it comes
+    # Chunked, or ended by the connection. aiohttp's C parser (3.14), on a chunk whose
+    # framing breaks after the first bytes, closes the connection but never ends the
+    # body's read: the read is raced against the connection's close, and a body still
+    # open once the close has been delivered is a broken one (502 at once, not 504 later).
+    reader = asyncio.ensure_future(_read_chunks(response))
+    # (a protocol is a queue: falsy when empty, hence the ``is not None``)
+    protocol = response.connection.protocol if response.connection is not None else None
+    closed = protocol.closed if protocol is not None else None
+    if closed is None:
+        return await reader
+    try:
+        waiters: set[asyncio.Future[Any]] = {reader, closed}
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for _ in range(3):  # the close's end-of-body reaches the reader in a loop turn
+            if reader.done():
+                break
+            await asyncio.sleep(0)
+    finally:
+        if closed.done() and not closed.cancelled():
+            closed.exception()  # retrieved: the close is reported through the read
+        broken = not reader.done()
+        if broken:
+            reader.cancel()
+    if broken:
+        raise ModelBadResponse(
+            "the upstream's answer broke off mid-body (malformed chunked framing); "
+            "nothing was passed on"
+        )
+    return reader.result()
+
+
+async def _read_chunks(response: aiohttp.ClientResponse) -> bytes:
+    parts: list[bytes] = []  # counted as it comes
     total = 0
     async for chunk in response.content.iter_any():
         total += len(chunk)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dpllm.config import Settings, hash_api_key
+from dpllm.config import ServerLimits, Settings, hash_api_key
 from dpllm.redact import Redactor
 from dpllm.release import Release
 from dpllm.testing import FakeOpenAIServer
@@ -34,7 +34,9 @@ def redactor() -> Redactor:
     return Redactor()
 
 
-def config_text(upstream: str, *, timeout: float = 5.0) -> str:
+def config_text(
+    upstream: str, *, timeout: float = 5.0, extra: str = "", max_retries: int = 0
+) -> str:
     h = {name: hash_api_key(k) for name, k in KEYS.items()}
     return f"""
 ledger = {{ url = "ledger.db" }}
@@ -58,7 +60,7 @@ base_url = "{upstream}"
 api_key = "upstream-secret"
 model = "fake-model"
 timeout = {timeout}
-max_retries = 0
+max_retries = {max_retries}
 max_attempts = 3
 
 [[pools]]
@@ -96,14 +98,17 @@ hash = "{h["admin"]}"
 analyst = "root"
 pools = ["weekly"]
 admin = true
+{extra}
 """
 
 
 class LiveServer:
     """uvicorn serving an app on a free loopback port, in a background thread."""
 
-    def __init__(self, app: object) -> None:
+    def __init__(self, app: object, limits: ServerLimits | None = None) -> None:
         import uvicorn
+
+        from dpllm.server.protocol import uvicorn_options
 
         with socket.socket() as probe:  # a free port; uvicorn binds it itself
             probe.bind(("127.0.0.1", 0))
@@ -116,6 +121,7 @@ class LiveServer:
             access_log=False,
             ws="none",
             lifespan="on",
+            **uvicorn_options(limits or ServerLimits()),  # as `dpllm serve` runs it
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
@@ -152,12 +158,15 @@ class Proxy:
         return {"Authorization": f"Bearer {KEYS[who]}"}
 
 
-def make_settings(root: Path, upstream: str, *, timeout: float = 5.0) -> Settings:
+def make_settings(
+    root: Path, upstream: str, *, timeout: float = 5.0, extra: str = "", max_retries: int = 0
+) -> Settings:
     from dpllm.data.demo import generate_demo, write_demo
 
     if not (root / "demo.db").exists():
         write_demo(generate_demo(users=150, weeks=2, seed=3), root / "demo.db")
-    return Settings.parse(config_text(upstream, timeout=timeout), base_dir=str(root))
+    text = config_text(upstream, timeout=timeout, extra=extra, max_retries=max_retries)
+    return Settings.parse(text, base_dir=str(root))
 
 
 @pytest.fixture(scope="module")
