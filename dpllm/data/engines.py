@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import glob
+import hashlib
 import logging
 import os
 import re
@@ -136,6 +137,9 @@ class SQLiteEngine:
         # Text that is not valid UTF-8 (a blob cast to text) would fail the
         # fetch because of one record; decode it with replacement characters.
         self._conn.text_factory = _decode
+        # SQLite has no hash: the keyed choices in SQL (dpllm.data.bounded) call
+        # this one, over bytes (no text to decode, so no record can fail it).
+        self._conn.create_function("dpllm_sha256", 1, _sha256_hex, deterministic=True)
 
     def relation(self, columns: ColumnMap) -> Statement:
         return Statement(quote_ident(columns.table))
@@ -169,6 +173,13 @@ class SQLiteEngine:
 
 def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
+
+
+def _sha256_hex(raw: object) -> str | None:
+    if raw is None:
+        return None
+    data = raw if isinstance(raw, bytes) else str(raw).encode()
+    return hashlib.sha256(data).hexdigest()
 
 
 _FILE_SUFFIXES = (".parquet", ".csv", ".tsv")
