@@ -1,14 +1,16 @@
 """``dpllm stats``: release the weekly feedback statistics, charged to the ledger.
 
 Reruns are free: each (query, dataset, week) is released once and then served
-from the ledger's release cache.
+from the ledger's release cache. ``--weeks 2026-W01..2026-W52`` (or ``--since``)
+releases many weeks from one read of the data, each week its own releases and
+its own charges.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -16,10 +18,37 @@ if TYPE_CHECKING:
     from dpllm.data.engines import Engine
     from dpllm.release import Release
 
-__all__ = ["register"]
+__all__ = ["parse_weeks", "register"]
 
 DEFAULT_POOL_CAP = 2.0
 """ε per window of the pool ``dpllm stats`` creates when it does not exist yet."""
+
+
+def parse_weeks(spec: str) -> list[str]:
+    """``"2026-W01..2026-W52"`` → every ISO week from the first to the last, inclusive.
+
+    Raises:
+        DataError: a malformed week, or a range that runs backwards or spans more
+            than 520 weeks.
+    """
+    import datetime as dt
+
+    from dpllm.errors import DataError
+    from dpllm.windows import iso_week, week_bounds
+
+    first, sep, last = spec.partition("..")
+    if not sep:
+        raise DataError(
+            f"--weeks takes a range FIRST..LAST such as 2026-W01..2026-W52, got {spec!r}"
+        )
+    start, _ = week_bounds(first.strip())
+    end, _ = week_bounds(last.strip())
+    count = (end - start).days // 7 + 1
+    if count < 1:
+        raise DataError(f"the range {spec!r} ends before it starts")
+    if count > 520:
+        raise DataError(f"the range {spec!r} spans {count} weeks; at most 520 at once")
+    return [iso_week(start + dt.timedelta(weeks=i)) for i in range(count)]
 
 
 def _engine(data: str) -> Engine:
@@ -58,7 +87,19 @@ def _rows(name: str, rel: Release, *, free: bool) -> list[tuple[str, str, str, s
 
 
 def stats(
-    week: Annotated[str, typer.Option("--week", help="ISO week, e.g. 2026-W47.")],
+    week: Annotated[str | None, typer.Option("--week", help="ISO week, e.g. 2026-W47.")] = None,
+    weeks: Annotated[
+        str | None,
+        typer.Option(
+            "--weeks",
+            help="A range of ISO weeks, e.g. 2026-W01..2026-W52: one read for all, "
+            "each week charged to its own window.",
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="Every week from this one to the last complete week."),
+    ] = None,
     data: Annotated[
         str,
         typer.Option("--data", help="SQLite/DuckDB/Parquet/CSV file, or a postgresql:// DSN."),
@@ -76,7 +117,9 @@ def stats(
     ] = "",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON releases.")] = False,
 ) -> None:
-    """Release the weekly statistics of WEEK with intervals and costs."""
+    """Release the weekly statistics of WEEK (or of many weeks) with intervals and costs."""
+    import datetime as dt
+
     from dpllm.data.sql import ColumnMap
     from dpllm.data.stats import StatsRunner, default_catalogue, rating_shares
     from dpllm.errors import DPLLMError
@@ -84,7 +127,20 @@ def stats(
     from dpllm.ledger.sqlite import SQLiteLedger
     from dpllm.release import Measure, to_micro
 
+    if sum(x is not None for x in (week, weeks, since)) != 1:
+        raise typer.BadParameter("give one of --week, --weeks or --since", param_hint="--week")
     try:
+        if weeks is not None:
+            wanted_weeks = parse_weeks(weeks)
+        elif since is not None:
+            from dpllm.cli.weekly import last_complete_week
+
+            wanted_weeks = parse_weeks(
+                f"{since}..{last_complete_week(dt.datetime.now(dt.UTC).date())}"
+            )
+        else:
+            assert week is not None
+            wanted_weeks = [week]
         course_list = tuple(c.strip() for c in courses.split(",") if c.strip())
         columns = ColumnMap(table=table, course="course" if course_list else None)
         catalogue = default_catalogue(courses=course_list)
@@ -107,11 +163,20 @@ def stats(
             columns=columns,
             salt=bytes.fromhex(salt_hex) if salt_hex else None,
         )
-        releases = runner.release_all({q: catalogue[q] for q in wanted}, week)
-        balance = ledger.balance(pool, week)
+        chosen = {q: catalogue[q] for q in wanted}
+        if week is not None:
+            releases = runner.release_all(chosen, week)
+            by_week = {week: releases}
+        else:
+            by_week = runner.release_many(chosen, wanted_weeks)
+        balances = {w: ledger.balance(pool, w) for w in by_week}
     except DPLLMError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=1) from None
+    if week is None:
+        _print_many(by_week, balances, pool, as_json=as_json)
+        return
+    balance = balances[week]
     derived: dict[str, Release] = {}
     if "rating_histogram" in releases:
         derived = rating_shares(releases["rating_histogram"])
@@ -136,6 +201,46 @@ def stats(
     console.print(
         f"pool {pool!r}, window {week}: ε spent {spent:g} of {cap:g} "
         "(shares are post-processing of the histogram: free; reruns are served from the cache)"
+    )
+
+
+def _print_many(
+    by_week: dict[str, dict[str, Release]],
+    balances: dict[str, Any],
+    pool: str,
+    *,
+    as_json: bool,
+) -> None:
+    """Many weeks: one JSON object per week, or one table with a row per week and query."""
+    if as_json:
+        payload: dict[str, object] = {
+            w: {n: r.to_dict() for n, r in rels.items()} for w, rels in by_week.items()
+        }
+        payload["_budget"] = {
+            "pool": pool,
+            "spent_micro": {w: b.spent for w, b in balances.items()},
+        }
+        typer.echo(json.dumps(payload, ensure_ascii=False, indent=1))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    first, last = next(iter(by_week)), list(by_week)[-1]
+    t = Table(title=f"DP feedback statistics, {first} to {last} (privacy unit: user)")
+    for col in ("week", "query", "component", "estimate", "95% interval", "mechanism", "cost"):
+        t.add_column(col)
+    for w, rels in by_week.items():
+        for i, (name, rel) in enumerate(rels.items()):
+            for row in _rows(name, rel, free=False):
+                t.add_row(w if i == 0 and row[0] else "", *row)
+    console = Console() if Console().is_terminal else Console(width=150)
+    console.print(t)
+    spent = {b.spent for b in balances.values()}
+    each = f"ε spent {max(spent) / 1e6:g}" if len(spent) == 1 else "ε spent varies"
+    console.print(
+        f"pool {pool!r}: {len(by_week)} weeks, {each} per week, each week charged to its own "
+        "window (ISO weeks are disjoint: the costs do not add up across weeks, the pool's "
+        "lifetime cap bounds them); reruns are served from the cache"
     )
 
 

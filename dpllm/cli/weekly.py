@@ -238,8 +238,7 @@ def _run(
             # chart has points (each week charged once, to its own window; reruns free).
             step("trend weeks")
             trend = {n: job.plan[n] for n in TREND_QUERIES if n in job.plan}
-            for earlier in previous_weeks(week, 8)[:-1]:
-                job.release(earlier, trend)
+            job.release_weeks(previous_weeks(week, 8)[:-1], trend)  # one read for all
         report = job.run(week, progress=step)
         step("writing report.md, report.json and the charts")
         folder = settings.resolve(settings.output_dir) / week

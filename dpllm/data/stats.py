@@ -65,8 +65,8 @@ from dpllm.data.queries import (
     Scope,
 )
 from dpllm.data.shared import is_shareable, measure_shared, measure_windows
-from dpllm.data.sql import ColumnMap
-from dpllm.data.topics import DEFAULT_VOCABULARY, TopicCounts, Vocabulary
+from dpllm.data.sql import ColumnMap, Dialect
+from dpllm.data.topics import DEFAULT_VOCABULARY, NewKeywords, TopicCounts, Vocabulary
 from dpllm.errors import ChargeInProgress, DataError, InvalidPrivacyParameter
 from dpllm.ledger.base import Charge, Ledger, release_once
 from dpllm.privacy.intervals import discrete_gaussian_half_width, discrete_laplace_half_width
@@ -209,6 +209,12 @@ class StatsRunner:
         """
         if not isinstance(query, Query):
             raise DataError(f"{query!r} is not a dpllm query")
+        if isinstance(query, NewKeywords) and self.engine.dialect is Dialect.SPARK:
+            raise DataError(
+                f"query {query.name!r} segments texts with jieba in Python, which would bring "
+                "per-user texts out of the Spark cluster; it is not available on the spark "
+                "source (topic_counts and top_topics run in Spark)"
+            )
         if self._schema is None:
             self._schema = self.engine.column_names(self.columns.table)
         for role in query.columns_needed():

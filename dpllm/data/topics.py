@@ -451,6 +451,9 @@ class NewKeywords(_Priced):
         return ("user", "timestamp", "text")
 
     def measure(self, scope: Scope) -> Exact:
+        if scope.engine.dialect is sql.Dialect.SPARK:
+            # Per-user texts would leave the cluster (StatsRunner.check refuses first).
+            raise DataError("new_keywords is not available on the spark source")
         known = set(_index(self.vocabulary))
         stmt = sql.user_texts(
             scope.columns, scope.engine.dialect, scope.source, scope.start, scope.end
