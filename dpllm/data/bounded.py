@@ -216,8 +216,12 @@ def _topic_match(dialect: Dialect, x: str, en: Sequence[str], zh: Sequence[str])
     pattern = keyword_pattern(en, zh)  # validates every keyword before any splicing
     if dialect is not Dialect.SQLITE:
         return dialect.regex(x, pattern)
-    padded = f"(' ' || {x} || ' ')"
-    parts = [f"{padded} GLOB '*[^A-Za-z0-9]{_ascii_class(k)}[^A-Za-z0-9]*'" for k in en]
+    # SQLite: no regular expressions, and GLOB with character classes costs ~3 µs a
+    # text. Its lower() maps ASCII only (so word edges stay where they were); a
+    # fast instr() finds the candidates and GLOB checks the word's edges.
+    lx = "dpllm_lx"
+    padded = f"(' ' || {lx} || ' ')"
+    parts = [f"(instr({lx}, '{k}') > 0 AND {padded} GLOB '*[^a-z0-9]{k}[^a-z0-9]*')" for k in en]
     parts += [f"instr({x}, '{k}') > 0" for k in zh]
     return "(" + " OR ".join(parts) + ")"
 
@@ -246,6 +250,7 @@ def topic_totals(
     ts = dialect.timestamp(cols.q("timestamp"))
     x_raw = cols.q("text")
     x = "dpllm_x"
+    lower = f"lower({x}) AS dpllm_lx, " if dialect is Dialect.SQLITE else ""
     rows = windowed(
         cols,
         dialect,
@@ -257,7 +262,7 @@ def topic_totals(
     )
     numbered = (
         text(
-            f"SELECT {W}, {U}, {x}, ROW_NUMBER() OVER (PARTITION BY {W}, {U} "
+            f"SELECT {W}, {U}, {x}, {lower}ROW_NUMBER() OVER (PARTITION BY {W}, {U} "
             f"ORDER BY dpllm_t DESC, {dialect.binary(x)}) AS dpllm_n FROM ("
         )
         + rows
