@@ -116,41 +116,47 @@ def _topic_patterns() -> list[str]:
     return [bounded.keyword_pattern(en, zh) for _, en, zh in DEFAULT_VOCABULARY.keywords()]
 
 
-def baseline_sql(weeks: Sequence[str], *, spark: bool = False) -> tuple[str, list[Any]]:
+def baseline_sql(
+    weeks: Sequence[str], *, topics: bool = True, spark: bool = False
+) -> tuple[str, list[Any]]:
     """The non-private figures of ``weeks`` in one pass, grouped by week (no bounds)."""
     start, _ = week_bounds(weeks[0])
     _, end = week_bounds(weeks[-1])
     match = "rlike" if spark else "regexp_matches"
-    topics = ", ".join(
-        f"SUM(CASE WHEN {match}(text, '{p}') THEN 1 ELSE 0 END)" for p in _topic_patterns()
+    per_topic = "".join(
+        f", SUM(CASE WHEN {match}(text, '{p}') THEN 1 ELSE 0 END)" for p in _topic_patterns()
     )
+    if not topics:
+        per_topic = ""
     stars = ", ".join(f"COUNT(*) FILTER (WHERE rating = {k})" for k in range(1, 6))
     week = "date_trunc('week', ts)"
     source = "dpllm_records" if spark else "read_parquet(?)"
     sql = (
-        f"SELECT {week} AS w, COUNT(*), COUNT(DISTINCT user_id), AVG(rating), {stars}, {topics} "
+        f"SELECT {week} AS w, COUNT(*), COUNT(DISTINCT user_id), AVG(rating), {stars}{per_topic} "
         f"FROM {source} WHERE ts >= CAST(? AS TIMESTAMP) AND ts < CAST(? AS TIMESTAMP) GROUP BY w"
     )
     times = [f"{start:%Y-%m-%d %H:%M:%S}", f"{end:%Y-%m-%d %H:%M:%S}"]
     return sql, times
 
 
-def duck_baseline(con: duckdb.DuckDBPyConnection, path: str, weeks: Sequence[str]) -> None:
-    sql, times = baseline_sql(weeks)
+def duck_baseline(
+    con: duckdb.DuckDBPyConnection, path: str, weeks: Sequence[str], queries: Sequence[Query]
+) -> None:
+    sql, times = baseline_sql(weeks, topics=len(queries) == len(QUERIES))
     con.execute(sql, [path, *times]).fetchall()
 
 
-def spark_baseline(engine: Any, weeks: Sequence[str]) -> None:
-    sql, times = baseline_sql(weeks, spark=True)
+def spark_baseline(engine: Any, weeks: Sequence[str], queries: Sequence[Query]) -> None:
+    sql, times = baseline_sql(weeks, topics=len(queries) == len(QUERIES), spark=True)
     engine._spark.sql(sql, args=times).collect()
 
 
-def one_pass(engine: Engine, weeks: Sequence[str]) -> None:
+def one_pass(engine: Engine, weeks: Sequence[str], queries: Sequence[Query]) -> None:
     start, end = week_bounds(weeks[0])
     scope = Scope(engine, ColumnMap(), weeks[0], start, end, b"bench-salt")
-    exact = measure_windows(QUERIES, scope, weeks)
+    exact = measure_windows(queries, scope, weeks)
     for (i, w), e in exact.items():
-        QUERIES[i].publish(e, fingerprint="bench", window=w, confidence=0.95, noise=None)
+        queries[i].publish(e, fingerprint="bench", window=w, confidence=0.95, noise=None)
 
 
 class Runner:
@@ -167,13 +173,13 @@ class Runner:
             self.engine, self.ledger, dataset_id=f"bench-{next(self.runs)}", pool="bench"
         )
 
-    def many(self, weeks: Sequence[str]) -> None:
-        self._runner().release_many({q.name: q for q in QUERIES}, weeks)
+    def many(self, weeks: Sequence[str], queries: Sequence[Query]) -> None:
+        self._runner().release_many({q.name: q for q in queries}, weeks)
 
-    def per_week(self, weeks: Sequence[str]) -> None:
+    def per_week(self, weeks: Sequence[str], queries: Sequence[Query]) -> None:
         runner = self._runner()
         for w in weeks:
-            runner.release_all({q.name: q for q in QUERIES}, w)
+            runner.release_all({q.name: q for q in queries}, w)
 
 
 def _row(label: str, t: dict[str, tuple[float, float]], base: str, paths: Sequence[str]) -> None:
@@ -195,6 +201,7 @@ def main() -> None:
     ap.add_argument("--parquet", type=Path, default=None, help="reuse/keep this Parquet file")
     ap.add_argument("--per-week", action="store_true", help="also time release_all per week")
     ap.add_argument("--spark", action="store_true", help="also time Spark local[2]")
+    ap.add_argument("--no-topics", action="store_true", help="skip the set with topic counts")
     args = ap.parse_args()
     weeks = previous_weeks("2026-W47", args.weeks)
 
@@ -211,25 +218,33 @@ def main() -> None:
         runner = Runner(engine, Path(tmp) / "ledger.db")
         con = duckdb.connect()
         con.execute("SET TimeZone = 'UTC'")
-        print("set: feedback_count, active_users, mean_rating, rating_histogram, topic_counts")
-        timed: dict[str, Callable[[], object]] = {
-            "baseline": partial(duck_baseline, con, str(path), weeks),
-            "one pass": partial(one_pass, engine, weeks),
-            "runner": partial(runner.many, weeks),
-        }
-        if args.per_week:
-            timed["per week"] = partial(runner.per_week, weeks)
-        t = best(timed, args.repeat)
-        _row(f"DuckDB, all {args.weeks} weeks", t, "baseline", ["one pass", "runner", "per week"])
-        last = weeks[-1:]
-        t = best(
-            {
-                "baseline": partial(duck_baseline, con, str(path), last),
-                "runner": partial(runner.per_week, last),
-            },
-            args.repeat,
-        )
-        _row("DuckDB, one week", t, "baseline", ["runner"])
+        sets = {"count+users+mean+hist": QUERIES[:4], "+ topic_counts": QUERIES}
+        if args.no_topics:
+            del sets["+ topic_counts"]
+        for label, queries in sets.items():
+            timed: dict[str, Callable[[], object]] = {
+                "baseline": partial(duck_baseline, con, str(path), weeks, queries),
+                "one pass": partial(one_pass, engine, weeks, queries),
+                "runner": partial(runner.many, weeks, queries),
+            }
+            if args.per_week:
+                timed["per week"] = partial(runner.per_week, weeks, queries)
+            t = best(timed, args.repeat)
+            _row(
+                f"DuckDB {label}, {args.weeks} weeks",
+                t,
+                "baseline",
+                ["one pass", "runner", "per week"],
+            )
+            last = weeks[-1:]
+            t = best(
+                {
+                    "baseline": partial(duck_baseline, con, str(path), last, queries),
+                    "runner": partial(runner.per_week, last, queries),
+                },
+                args.repeat,
+            )
+            _row(f"DuckDB {label}, one week", t, "baseline", ["runner"])
         if args.spark:
             from dpllm.data.spark import SparkEngine, spark_session
 
@@ -244,20 +259,21 @@ def main() -> None:
                 }
             )
             spark = SparkEngine(session, paths=[str(path)])
-            t = best(
-                {
-                    "baseline": partial(spark_baseline, spark, weeks),
-                    "one pass": partial(one_pass, spark, weeks),
-                    "duckdb one pass": partial(one_pass, engine, weeks),
-                },
-                args.repeat,
-            )
-            _row(
-                f"Spark local[2], all {args.weeks} weeks",
-                t,
-                "baseline",
-                ["one pass", "duckdb one pass"],
-            )
+            for label, queries in sets.items():
+                t = best(
+                    {
+                        "baseline": partial(spark_baseline, spark, weeks, queries),
+                        "one pass": partial(one_pass, spark, weeks, queries),
+                        "duckdb one pass": partial(one_pass, engine, weeks, queries),
+                    },
+                    args.repeat,
+                )
+                _row(
+                    f"Spark local[2] {label}, {args.weeks} weeks",
+                    t,
+                    "baseline",
+                    ["one pass", "duckdb one pass"],
+                )
             session.stop()
 
 

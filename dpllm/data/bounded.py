@@ -10,8 +10,10 @@ quote, backslash or SQL syntax (:func:`keyword_pattern` checks again).
 
 **Windows.** A statement reads a set of disjoint half-open spans
 ``[start, end)`` (ISO weeks, sorted). Each record gets the index of its span
-(``dpllm_w``) by a balanced ``CASE`` on the span starts (⌈log₂ N⌉ comparisons
-per record), records in no span are left out, and every per-user reduction
+(``dpllm_w``): for contiguous spans of one length (a run of weeks) by integer
+arithmetic on its epoch, ``⌊(ts − first start) / length⌋``; otherwise by a
+balanced ``CASE`` on the span starts (⌈log₂ N⌉ comparisons per record), records
+in no span left out; and every per-user reduction
 groups by ``(window, user)`` — then by window. So N windows cost one scan, and
 the aggregate of each window is *the same integer* its own one-window statement
 returns: a user's records in one window never meet their records in another.
@@ -107,6 +109,48 @@ def _window_index(
     )
 
 
+def _uniform(spans: tuple[Span, ...]) -> int | None:
+    """The common length in whole microseconds of contiguous, equal spans (else None)."""
+    length = spans[0][1] - spans[0][0]
+    micros = length // dt.timedelta(microseconds=1)
+    if length != dt.timedelta(microseconds=micros):
+        return None
+    for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+        if start != end:
+            return None
+    if any(e - s != length for s, e in spans):
+        return None
+    return micros
+
+
+def _offset_index(dialect: Dialect, ts: str, start: dt.datetime, micros: int) -> Statement:
+    """``⌊(ts − start) / length⌋``: the index of the span among contiguous equal spans.
+
+    Integer arithmetic on the epoch, one expression per record (a ``CASE`` costs
+    ⌈log₂ N⌉ comparisons). Only rows with ``start ≤ ts`` reach it, so both operands
+    are non-negative and truncating division is floor division.
+    """
+    epoch = start.astimezone(dt.UTC) - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    us = epoch // dt.timedelta(microseconds=1)
+    ph = dialect.placeholder
+    if dialect is Dialect.DUCKDB:
+        return Statement(f"CAST((epoch_us({ts}) - {ph}) // {ph} AS BIGINT)", (us, micros))
+    if dialect is Dialect.SPARK:
+        return Statement(
+            f"CAST((unix_micros(CAST({ts} AS TIMESTAMP)) - {ph}) DIV {ph} AS BIGINT)", (us, micros)
+        )
+    if micros % 1_000_000 or us % 1_000_000:
+        raise DataError("windows must start and end on whole seconds")
+    secs, length = us // 1_000_000, micros // 1_000_000
+    if dialect is Dialect.SQLITE:
+        # ts is datetime(…): whole seconds, as the window filter compares them.
+        return Statement(f"((CAST(strftime('%s', {ts}) AS INTEGER) - {ph}) / {ph})", (secs, length))
+    return Statement(
+        f"CAST(div(CAST(extract(epoch FROM {ts}) AS numeric) - {ph}, {ph}) AS BIGINT)",
+        (secs, length),
+    )
+
+
 def windowed(
     cols: ColumnMap,
     dialect: Dialect,
@@ -122,7 +166,13 @@ def windowed(
     """
     spans = check_spans(spans)
     ts = dialect.timestamp(cols.q("timestamp"))
-    index = text("0") if len(spans) == 1 else _window_index(dialect, ts, spans, 0, len(spans) - 1)
+    micros = _uniform(spans)
+    if len(spans) == 1:
+        index = text("0")
+    elif micros is not None:
+        index = _offset_index(dialect, ts, spans[0][0], micros)
+    else:
+        index = _window_index(dialect, ts, spans, 0, len(spans) - 1)
     return (
         text("SELECT ")
         + index
@@ -142,8 +192,14 @@ def summaries(
     source: Statement,
     spans: Sequence[Span],
     plan: SummaryPlan,
+    *,
+    raw_user: bool = False,
 ) -> Statement:
     """Rows ``(window index, *plan.keys())``, one per window that has records.
+
+    ``raw_user`` groups by the user column itself instead of its text: the engine
+    says when its type (integers, text) makes that the same partition of the
+    records, and hashing a number is much cheaper than formatting it.
 
     The same per-user cells and aggregates as :func:`dpllm.data.sql.user_summary`,
     grouped by (window, user) and then by window, so each window's row equals
@@ -151,7 +207,8 @@ def summaries(
     row here; its aggregates are all 0 there).
     """
     rating = cols.q("rating")
-    rows = windowed(cols, dialect, source, spans, f"{sql.user_key(cols, dialect)} AS {U}, {rating}")
+    key = cols.q("user") if raw_user else sql.user_key(cols, dialect)
+    rows = windowed(cols, dialect, source, spans, f"{key} AS {U}, {rating}")
     cells = ", ".join(sql.summary_cells(cols, dialect, plan))
     per_user = (
         text(f"SELECT {W}, {cells} FROM (")

@@ -216,6 +216,10 @@ def _csv_reader(paths: Sequence[str], suffix: str) -> str:
 # How a text column is read when a query needs a number or a time from it: a
 # value that does not parse becomes NULL (ignored like any NULL), never an error.
 _TEXT_CASTS = {"rating": "DOUBLE", "timestamp": "TIMESTAMPTZ"}
+_KEY_TYPES = frozenset(
+    {"VARCHAR", "BIGINT", "INTEGER", "SMALLINT", "TINYINT", "HUGEINT", "UBIGINT", "UINTEGER"}
+    | {"USMALLINT", "UTINYINT", "UHUGEINT", "UUID"}
+)
 
 
 class DuckDBEngine:
@@ -306,6 +310,13 @@ class DuckDBEngine:
             + raw
             + Statement(") AS records")
         )
+
+    def user_column_is_key(self, columns: ColumnMap) -> bool:
+        """Whether grouping by the user column partitions the records as its text
+        (:func:`~dpllm.data.sql.user_key`) does: integer and text types (not floats,
+        whose ``0.0`` and ``-0.0`` are one value and two texts)."""
+        kind = self._column_types(columns.table).get(columns.user, "")
+        return kind in _KEY_TYPES
 
     def _column_types(self, table: str) -> dict[str, str]:
         """``{column: DuckDB type}`` of the source, from its schema (cached)."""

@@ -190,7 +190,15 @@ def measure_windows(
     shareable = [(i, q) for i, q in enumerate(queries) if is_shareable(q)]
     if shareable:
         plan = plan_for([q for _, q in shareable])
-        stmt = bounded.summaries(scope.columns, scope.engine.dialect, scope.source, spans, plan)
+        exact_key = getattr(scope.engine, "user_column_is_key", None)
+        stmt = bounded.summaries(
+            scope.columns,
+            scope.engine.dialect,
+            scope.source,
+            spans,
+            plan,
+            raw_user=bool(exact_key and exact_key(scope.columns)),
+        )
         names = ", ".join(dict.fromkeys(q.name for _, q in shareable))
         rows = {
             int(r[0]): r[1:]

@@ -154,6 +154,12 @@ class SparkEngine:
             self._types[table] = {str(n): str(t) for n, t in dtypes}
         return self._types[table]
 
+    def user_column_is_key(self, columns: ColumnMap) -> bool:
+        """Whether grouping by the user column partitions the records as its text does
+        (integer and string types)."""
+        kind = self._column_types(columns.table).get(columns.user, "")
+        return kind in ("string", "bigint", "int", "smallint", "tinyint")
+
     def column_names(self, table: str) -> frozenset[str]:
         return frozenset(self._column_types(table))
 
