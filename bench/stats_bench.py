@@ -10,8 +10,8 @@ English phrases, as one Parquet file (DuckDB SQL). Then times, best of
 rating, rating histogram, topic counts) for every week:
 
 * ``baseline``: the same figures without privacy in one pass: ``GROUP BY week``
-  (COUNT, COUNT(DISTINCT user), AVG, per-star counts, per-topic text counts by
-  the same keyword patterns);
+  (COUNT, AVG, per-star counts; COUNT(DISTINCT user) for active users; per-topic
+  text counts by the same keyword patterns for topics);
 * ``one pass``: :func:`dpllm.data.shared.measure_windows` — every week's bounded
   aggregates, one statement per kind — plus each release's noise;
 * ``runner``: :meth:`StatsRunner.release_many` — the same, with the SQLite
@@ -117,7 +117,7 @@ def _topic_patterns() -> list[str]:
 
 
 def baseline_sql(
-    weeks: Sequence[str], *, topics: bool = True, spark: bool = False
+    weeks: Sequence[str], queries: Sequence[Query], *, spark: bool = False
 ) -> tuple[str, list[Any]]:
     """The non-private figures of ``weeks`` in one pass, grouped by week (no bounds)."""
     start, _ = week_bounds(weeks[0])
@@ -126,13 +126,14 @@ def baseline_sql(
     per_topic = "".join(
         f", SUM(CASE WHEN {match}(text, '{p}') THEN 1 ELSE 0 END)" for p in _topic_patterns()
     )
-    if not topics:
+    if not any(isinstance(q, TopicCounts) for q in queries):
         per_topic = ""
+    users = ", COUNT(DISTINCT user_id)" if any(isinstance(q, ActiveUsers) for q in queries) else ""
     stars = ", ".join(f"COUNT(*) FILTER (WHERE rating = {k})" for k in range(1, 6))
     week = "date_trunc('week', ts)"
     source = "dpllm_records" if spark else "read_parquet(?)"
     sql = (
-        f"SELECT {week} AS w, COUNT(*), COUNT(DISTINCT user_id), AVG(rating), {stars}{per_topic} "
+        f"SELECT {week} AS w, COUNT(*){users}, AVG(rating), {stars}{per_topic} "
         f"FROM {source} WHERE ts >= CAST(? AS TIMESTAMP) AND ts < CAST(? AS TIMESTAMP) GROUP BY w"
     )
     times = [f"{start:%Y-%m-%d %H:%M:%S}", f"{end:%Y-%m-%d %H:%M:%S}"]
@@ -142,12 +143,12 @@ def baseline_sql(
 def duck_baseline(
     con: duckdb.DuckDBPyConnection, path: str, weeks: Sequence[str], queries: Sequence[Query]
 ) -> None:
-    sql, times = baseline_sql(weeks, topics=len(queries) == len(QUERIES))
+    sql, times = baseline_sql(weeks, queries)
     con.execute(sql, [path, *times]).fetchall()
 
 
 def spark_baseline(engine: Any, weeks: Sequence[str], queries: Sequence[Query]) -> None:
-    sql, times = baseline_sql(weeks, topics=len(queries) == len(QUERIES), spark=True)
+    sql, times = baseline_sql(weeks, queries, spark=True)
     engine._spark.sql(sql, args=times).collect()
 
 
@@ -218,7 +219,12 @@ def main() -> None:
         runner = Runner(engine, Path(tmp) / "ledger.db")
         con = duckdb.connect()
         con.execute("SET TimeZone = 'UTC'")
-        sets = {"count+users+mean+hist": QUERIES[:4], "+ topic_counts": QUERIES}
+        issue = [QUERIES[0], QUERIES[2], QUERIES[3]]
+        sets = {
+            "count+mean+hist": issue,
+            "+ active users": QUERIES[:4],
+            "+ topic_counts": QUERIES,
+        }
         if args.no_topics:
             del sets["+ topic_counts"]
         for label, queries in sets.items():
