@@ -364,8 +364,12 @@ class WeeklyJob:
             self.runner.check(q)
         self.ensure_pools()
         for week in weeks:
-            todo = self.uncached(week)
-            self.check_budget(week, {n: q for n, q in queries.items() if n in todo})
+            todo = {
+                n: q
+                for n, q in queries.items()
+                if self.ledger.get_release(self.runner.query_id(q, week)) is None
+            }
+            self.check_budget(week, todo)
         return self.runner.release_many(queries, weeks)
 
     def history(
