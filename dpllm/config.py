@@ -156,6 +156,9 @@ def _flat_settings(r: _Reader, key: str) -> dict[str, str]:
             raise r.error(key, f"{prefix} must be a string, number or boolean")
 
     walk(key, raw)
+    for quoted in r.data:
+        if quoted.startswith(f"{key}."):
+            walk(quoted, r.data[quoted])
     return flat
 
 
@@ -315,6 +318,7 @@ class Settings:
                 "spark",
                 "format",
             }
+            | {k for k in d.data if k.startswith("spark.")}  # "spark.sql.x" = … (quoted)
         )
         cols_r = d.sub("columns")
         columns = dict(DEFAULT_COLUMNS)

@@ -33,20 +33,22 @@ def parquet(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_same_exact_aggregates_as_duckdb(spark_session: Any, parquet: Path) -> None:
-    """The shared suite's queries over three weeks in one pass per kind of statement
+    """The shared suite's queries over two sets of weeks, one pass per kind of statement
     (one Spark job each), and two of them through their one-window statements."""
     from dpllm.data.spark import SparkEngine
 
     spark = SparkEngine(spark_session, paths=[str(parquet)])
     duck = DuckDBEngine(parquet)
     suite = [q for q in QUERIES if not isinstance(q, NewKeywords)]  # jieba: refused here
-    windows = [WEEK, "2026-W46", "2026-W49"]
     start, end = week_bounds(WEEK)
-    got = measure_windows(suite, Scope(spark, COLUMNS, WEEK, start, end, b"test-salt"), windows)
-    want = measure_windows(suite, Scope(duck, COLUMNS, WEEK, start, end, b"test-salt"), windows)
-    assert {k: (v.values, v.labels) for k, v in got.items()} == {
-        k: (v.values, v.labels) for k, v in want.items()
-    }
+    # A run of weeks (arithmetic window index), and weeks with gaps (CASE index).
+    for windows in (["2026-W46", WEEK, "2026-W48"], [WEEK, "2026-W44", "2026-W49"]):
+        scope = Scope(spark, COLUMNS, WEEK, start, end, b"test-salt")
+        got = measure_windows(suite, scope, windows)
+        want = measure_windows(suite, Scope(duck, COLUMNS, WEEK, start, end, b"test-salt"), windows)
+        assert {k: (v.values, v.labels) for k, v in got.items()} == {
+            k: (v.values, v.labels) for k, v in want.items()
+        }
     for q in (suite[0], suite[-1]):  # the feedback count and the topic selection
         one = Scope(spark, COLUMNS, WEEK, start, end, b"test-salt")
         assert q.measure(one).values == want[(suite.index(q), WEEK)].values
@@ -131,3 +133,13 @@ spark.ui.enabled = false
     with pytest.raises(DataError, match="not available on the spark source"):
         runner.check(NewKeywords(epsilon=1.0))
     engine.close()
+
+
+def test_spark_settings_must_be_scalars() -> None:
+    from dpllm.config import Settings
+    from dpllm.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="spark"):
+        Settings.parse('[data]\nsource = "spark"\nspark.master = ["local"]\n')
+    with pytest.raises(ConfigError, match="sparky"):
+        Settings.parse('[data]\nsource = "spark"\nsparky = 1\n')
