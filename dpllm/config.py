@@ -170,10 +170,8 @@ class DataSettings:
     path: str = "demo.db"
     dsn: str = ""
     spark: Mapping[str, str] = field(default_factory=dict)
-    """``spark.*`` settings passed through to the SparkSession (``spark.master``,
-    ``spark.remote`` for Spark Connect, …); for ``source = "spark"``, whose
-    ``path`` (Parquet files, a directory or a glob; empty: the catalog's ``table``)
-    is read with ``format``."""
+    """``spark.*`` settings for the SparkSession (``spark.master``, ``spark.remote``);
+    ``path`` (files, a folder, a glob; empty: the catalog's ``table``) is read as ``format``."""
     format: str = "parquet"
     table: str = "feedback"
     dataset_id: str = "feedback"
@@ -306,20 +304,8 @@ class Settings:
             }
         )
         d = r.sub("data")
-        d.unknown(
-            {
-                "source",
-                "path",
-                "dsn",
-                "table",
-                "dataset_id",
-                "columns",
-                "courses",
-                "spark",
-                "format",
-            }
-            | {k for k in d.data if k.startswith("spark.")}  # "spark.sql.x" = … (quoted)
-        )
+        known = {"source", "path", "dsn", "table", "dataset_id", "columns", "courses", "format"}
+        d.unknown(known | {"spark"} | {k for k in d.data if k.startswith("spark.")})
         cols_r = d.sub("columns")
         columns = dict(DEFAULT_COLUMNS)
         for key in cols_r.data:
@@ -336,11 +322,10 @@ class Settings:
         if not _NAME.match(table):
             raise d.error("table", f"{table!r} is not a plain SQL identifier")
         source = d.choice("source", ("sqlite", "duckdb", "postgres", "spark"), "sqlite")
-        spark = _flat_settings(d, "spark")
         data = DataSettings(
             source=source,
             path=d.get("path", str, "" if source == "spark" else "demo.db"),
-            spark=spark,
+            spark=_flat_settings(d, "spark"),
             format=d.choice("format", ("parquet", "delta", "orc", "json", "csv"), "parquet"),
             dsn=d.get("dsn", str, ""),
             table=table,
