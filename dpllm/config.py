@@ -141,13 +141,39 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
     return " or ".join(sorted({names.get(k, k.__name__) for k in kinds}))
 
 
+def _flat_settings(r: _Reader, key: str) -> dict[str, str]:
+    """``[data] spark.master = "local[2]"`` (a TOML dotted key: a nested table) and
+    ``"spark.sql.shuffle.partitions" = 8`` both as ``{"spark.…": "…"}``."""
+    raw = r.get(key, dict, {})
+    flat: dict[str, str] = {}
+
+    def walk(prefix: str, value: object) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}", v)
+        elif isinstance(value, str | int | float | bool):
+            flat[prefix] = str(value).lower() if isinstance(value, bool) else str(value)
+        else:
+            raise r.error(key, f"{prefix} must be a string, number or boolean")
+
+    walk(key, raw)
+    for quoted in r.data:
+        if quoted.startswith(f"{key}."):
+            walk(quoted, r.data[quoted])
+    return flat
+
+
 @dataclass(frozen=True, slots=True)
 class DataSettings:
     """Where the feedback lives and how its columns are named."""
 
-    source: str = "sqlite"  # sqlite | duckdb | postgres
+    source: str = "sqlite"  # sqlite | duckdb | postgres | spark
     path: str = "demo.db"
     dsn: str = ""
+    spark: Mapping[str, str] = field(default_factory=dict)
+    """``spark.*`` settings for the SparkSession (``spark.master``, ``spark.remote``);
+    ``path`` (files, a folder, a glob; empty: the catalog's ``table``) is read as ``format``."""
+    format: str = "parquet"
     table: str = "feedback"
     dataset_id: str = "feedback"
     columns: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_COLUMNS))
@@ -321,7 +347,8 @@ class Settings:
             }
         )
         d = r.sub("data")
-        d.unknown({"source", "path", "dsn", "table", "dataset_id", "columns", "courses"})
+        known = {"source", "path", "dsn", "table", "dataset_id", "columns", "courses", "format"}
+        d.unknown(known | {"spark"} | {k for k in d.data if k.startswith("spark.")})
         cols_r = d.sub("columns")
         columns = dict(DEFAULT_COLUMNS)
         for key in cols_r.data:
@@ -337,9 +364,12 @@ class Settings:
         table = d.get("table", str, "feedback")
         if not _NAME.match(table):
             raise d.error("table", f"{table!r} is not a plain SQL identifier")
+        source = d.choice("source", ("sqlite", "duckdb", "postgres", "spark"), "sqlite")
         data = DataSettings(
-            source=d.choice("source", ("sqlite", "duckdb", "postgres"), "sqlite"),
-            path=d.get("path", str, "demo.db"),
+            source=source,
+            path=d.get("path", str, "" if source == "spark" else "demo.db"),
+            spark=_flat_settings(d, "spark"),
+            format=d.choice("format", ("parquet", "delta", "orc", "json", "csv"), "parquet"),
             dsn=d.get("dsn", str, ""),
             table=table,
             dataset_id=d.get("dataset_id", str, "feedback"),

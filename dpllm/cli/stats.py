@@ -8,14 +8,16 @@ round. ``--data``, ``--table``, ``--courses``, ``--pool`` and ``--ledger`` overr
 the configuration (``--data`` names the dataset by its absolute path).
 
 Reruns are free: each (query, dataset, week) is released once and then served
-from the ledger's release cache.
+from the ledger's release cache. ``--weeks 2026-W01..2026-W52`` (or ``--since``)
+releases many weeks from one read of the data, each week its own releases and
+its own charges.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -35,7 +37,31 @@ if TYPE_CHECKING:
     from dpllm.config import Settings
     from dpllm.release import Release
 
-__all__ = ["register"]
+__all__ = ["parse_weeks", "register"]
+
+
+def parse_weeks(spec: str) -> list[str]:
+    """``"2026-W01..2026-W52"`` → every ISO week from the first to the last, inclusive.
+
+    Raises:
+        InvalidWindow: a malformed week. DataError: a range that runs backwards or
+            spans more than 520 weeks.
+    """
+    from dpllm.errors import DataError
+    from dpllm.windows import Window
+
+    first, sep, last = spec.partition("..")
+    if not sep:
+        raise DataError(
+            f"--weeks takes a range FIRST..LAST such as 2026-W01..2026-W52, got {spec!r}"
+        )
+    start, end = Window.parse(first), Window.parse(last)
+    count = (end.start - start.start).days // 7 + 1
+    if count < 1:
+        raise DataError(f"the range {spec!r} ends before it starts")
+    if count > 520:
+        raise DataError(f"the range {spec!r} spans {count} weeks; at most 520 at once")
+    return [w.key for w in end.previous(count)]
 
 
 def _with_data(settings: Settings, data: str) -> Settings:
@@ -77,8 +103,21 @@ def _rows(name: str, rel: Release, *, free: bool) -> list[tuple[str, str, str, s
 
 def stats(
     week: Annotated[
-        str, typer.Option("--week", help="ISO week, written exactly like 2026-W47 (complete).")
-    ],
+        str | None,
+        typer.Option("--week", help="ISO week, written exactly like 2026-W47 (complete)."),
+    ] = None,
+    weeks: Annotated[
+        str | None,
+        typer.Option(
+            "--weeks",
+            help="A range of ISO weeks, e.g. 2026-W01..2026-W52: one read for all, "
+            "each week charged to its own window.",
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="Every week from this one to the last complete week."),
+    ] = None,
     config: ConfigOption = None,
     data: Annotated[
         str | None,
@@ -123,7 +162,7 @@ def stats(
         ),
     ] = False,
 ) -> None:
-    """Release the weekly statistics of WEEK with intervals and costs.
+    """Release the weekly statistics of WEEK (or of many weeks) with intervals and costs.
 
     The statistics are the configured plan's (the same queries, bounds, pools and
     query ids as ``dpllm weekly``), charged to the plan's pool: a statistic the
@@ -135,17 +174,28 @@ def stats(
     from dpllm.cli.weekly import parse_window_option, utc_today
     from dpllm.config import PlanQuery
     from dpllm.data.stats import COURSE_FEEDBACK_EPSILON, rating_shares
-    from dpllm.errors import DPLLMError, WindowNotReady
+    from dpllm.errors import DataError, DPLLMError, InvalidWindow, WindowNotReady
     from dpllm.release import releases_document
     from dpllm.weekly.job import WeeklyJob
 
-    window = parse_window_option(week)
-    assert window is not None
+    if sum(x is not None for x in (week, weeks, since)) != 1:
+        raise typer.BadParameter("give one of --week, --weeks or --since", param_hint="--week")
     today = utc_today()
+    wanted_weeks: list[str] = []
+    window = parse_window_option(week)
     try:
-        window.require_ready(today, allow_incomplete=allow_incomplete)
-    except WindowNotReady as exc:
-        raise typer.BadParameter(str(exc), param_hint="--week") from None
+        if window is not None:
+            window.require_ready(today, allow_incomplete=allow_incomplete)
+        elif weeks is not None:
+            wanted_weeks = parse_weeks(weeks)
+        else:
+            from dpllm.cli.weekly import last_complete_week
+
+            wanted_weeks = parse_weeks(f"{since}..{last_complete_week(today)}")
+    except (WindowNotReady, InvalidWindow, DataError) as exc:
+        raise typer.BadParameter(
+            str(exc), param_hint="--weeks" if week is None else "--week"
+        ) from None
     try:
         settings = load_settings(config, ledger=ledger)
         if data is not None:
@@ -186,6 +236,12 @@ def stats(
             settings, courses=course_list, today=today, allow_incomplete=allow_incomplete
         ) as job:
             job.plan = {n: job.plan[n] for n in wanted}
+            if window is None:  # many weeks: one read, each week its own charge
+                with status(f"computing DP statistics for {len(wanted_weeks)} weeks"):
+                    by_week = job.release_weeks(wanted_weeks)
+                balances = {w: job.ledger.balance(settings.plan_pool, w) for w in by_week}
+                _print_many(by_week, balances, settings.plan_pool, as_json=as_json)
+                return
             if dry_run:
                 from dpllm.cli.weekly import _print_dry_run, dry_run_of
 
@@ -238,6 +294,48 @@ def stats(
     for name, rel in {**releases, **derived}.items():
         if rel.estimand:
             typer.echo(f"  {name}: {rel.estimand}")
+
+
+def _print_many(
+    by_week: dict[str, dict[str, Release]],
+    balances: dict[str, Any],
+    pool: str,
+    *,
+    as_json: bool,
+) -> None:
+    """Many weeks: one JSON object per week, or one table with a row per week and query."""
+    if as_json:
+        from dpllm.release import releases_document
+
+        print_json(
+            {
+                "schema": "dpllm.releases-by-week/1",
+                "weeks": {w: releases_document(rels, {}, window=w) for w, rels in by_week.items()},
+                "budget": {
+                    "pool": pool,
+                    "spent_micro": {w: b.spent for w, b in balances.items()},
+                },
+            }
+        )
+        return
+    from rich.table import Table
+
+    first, last = next(iter(by_week)), list(by_week)[-1]
+    t = Table(title=f"DP feedback statistics, {first} to {last} (privacy unit: user)")
+    for col in ("week", "query", "component", "estimate", "95% interval", "mechanism", "cost"):
+        t.add_column(col)
+    for w, rels in by_week.items():
+        for i, (name, rel) in enumerate(rels.items()):
+            for row in _rows(name, rel, free=False):
+                t.add_row(w if i == 0 and row[0] else "", *row)
+    emit(t)
+    spent = {b.spent for b in balances.values()}
+    each = f"ε spent {max(spent) / 1e6:g}" if len(spent) == 1 else "ε spent varies"
+    typer.echo(
+        f"pool {pool!r}: {len(by_week)} weeks, {each} per week, each week charged to its own "
+        "window (ISO weeks are disjoint: the costs do not add up across weeks, the pool's "
+        "lifetime cap bounds them); reruns are served from the cache"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -481,8 +481,8 @@ def _run(
                     # trend chart has points (each week charged once, to its own window).
                     step("trend weeks")
                     trend = {n: job.plan[n] for n in TREND_QUERIES if n in job.plan}
-                    for earlier in week.previous(8)[:-1]:
-                        job.release(earlier, trend)
+                    earlier = [w.key for w in week.previous(8)[:-1]]
+                    job.release_weeks(earlier, trend)  # one read for all
                 report = job.run(week, progress=step)
                 step("writing report.md, report.json and the charts")
                 folder = settings.resolve(settings.output_dir) / week.key

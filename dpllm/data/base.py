@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import hmac
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -41,7 +40,7 @@ from dpllm.privacy.mechanisms import DiscreteGaussian, DiscreteLaplace, Mechanis
 from dpllm.privacy.noise import NoiseSource
 from dpllm.release import Cost, Release
 
-__all__ = ["Exact", "Query", "Scope", "keyed_choice", "release_delta"]
+__all__ = ["Exact", "Query", "Scope", "choice_key", "keyed_choice", "release_delta"]
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -78,20 +77,33 @@ class Scope:
         return self.engine.relation(self.columns)
 
 
+def choice_key(salt: bytes, user: str, item: str) -> str:
+    """The secret sort key of one of a user's items: hex SHA-256 of ``salt.hex():user:item``.
+
+    The same string is computed inside the engines' SQL
+    (:meth:`dpllm.data.sql.Dialect.sha256_hex`), so a choice made there equals one
+    made here. A hash with a secret 32-byte prefix is a keyed pseudo-random
+    function for this use: no key is ever shown, so the length extension of
+    SHA-256 gives nothing, and without the salt nobody can predict or steer
+    which items are kept.
+    """
+    return hashlib.sha256(f"{salt.hex()}:{user}:{item}".encode()).hexdigest()
+
+
 def keyed_choice(salt: bytes, user: str, items: set[str], limit: int) -> list[str]:
     """At most ``limit`` of a user's ``items``, chosen by a keyed pseudo-random order.
 
     ``user`` is the canonical user key (:func:`dpllm.data.sql.user_key`). The
-    order is HMAC-SHA256(salt, user ‖ item): deterministic for one salt (so
-    every engine gives the same answer) and unpredictable without it.
+    order is :func:`choice_key` (salt, user, item): deterministic for one salt
+    (so every engine gives the same answer, and the engines' SQL makes the same
+    choice) and unpredictable without it.
+
+    .. versionchanged:: unreleased the key is SHA-256 of ``salt.hex():user:item``
+       (was HMAC-SHA256), which every engine computes in SQL.
     """
     if len(items) <= limit:
         return sorted(items)
-
-    def key(item: str) -> bytes:
-        return hmac.new(salt, f"{user}\x00{item}".encode(), hashlib.sha256).digest()
-
-    return sorted(items, key=key)[:limit]
+    return sorted(items, key=lambda item: choice_key(salt, user, item))[:limit]
 
 
 @runtime_checkable

@@ -144,6 +144,9 @@ class SQLiteEngine:
         # Text that is not valid UTF-8 (a blob cast to text) would fail the
         # fetch because of one record; decode it with replacement characters.
         self._conn.text_factory = _decode
+        # SQLite has no hash: the keyed choices in SQL (dpllm.data.bounded) call
+        # this one, over bytes (no text to decode, so no record can fail it).
+        self._conn.create_function("dpllm_sha256", 1, _sha256_hex, deterministic=True)
 
     def relation(self, columns: ColumnMap) -> Statement:
         return Statement(quote_ident(columns.table))
@@ -179,6 +182,13 @@ def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
+def _sha256_hex(raw: object) -> str | None:
+    if raw is None:
+        return None
+    data = raw if isinstance(raw, bytes) else str(raw).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
 _FILE_SUFFIXES = (".parquet", ".csv", ".tsv")
 _DELIMITERS = {".csv": ",", ".tsv": "\t"}
 
@@ -210,6 +220,10 @@ def _csv_reader(names: Sequence[str]) -> str:
 # How a text column is read when a query needs a number or a time from it: a
 # value that does not parse becomes NULL (ignored like any NULL), never an error.
 _TEXT_CASTS = {"rating": "DOUBLE", "timestamp": "TIMESTAMPTZ"}
+_KEY_TYPES = frozenset(
+    {"VARCHAR", "BIGINT", "INTEGER", "SMALLINT", "TINYINT", "HUGEINT", "UBIGINT", "UINTEGER"}
+    | {"USMALLINT", "UTINYINT", "UHUGEINT", "UUID"}
+)
 
 
 class DuckDBEngine:
@@ -343,6 +357,13 @@ class DuckDBEngine:
             + raw
             + Statement(") AS records")
         )
+
+    def user_column_is_key(self, columns: ColumnMap) -> bool:
+        """Whether grouping by the user column partitions the records as its text
+        (:func:`~dpllm.data.sql.user_key`) does: integer and text types (not floats,
+        whose ``0.0`` and ``-0.0`` are one value and two texts)."""
+        kind = self._column_types(columns.table).get(columns.user, "")
+        return kind in _KEY_TYPES
 
     def _column_types(self, table: str) -> dict[str, str]:
         """``{column: DuckDB type}`` of the source, from its schema (cached)."""

@@ -1,21 +1,21 @@
 """The per-course breakdown: records per course over a public list of courses.
 
-Unlike the record and rating queries, its bounds are applied **in Python**: the
-SQL (:func:`dpllm.data.sql.course_counts`) returns one row per (user key,
-course) with the user's record count, unbounded, and :meth:`CourseBreakdown.measure`
-caps the records per course and keeps at most ``G`` courses per user by a keyed
-pseudo-random choice. The exact aggregate — and so the sensitivity — is the same
-as if the SQL had bounded it; the rows stay inside the core.
+Its bounds are applied **in the engine's SQL**
+(:func:`dpllm.data.bounded.course_totals`): records per (user key, course) capped
+at ``M``, at most ``G`` courses per user by a keyed pseudo-random choice
+(:func:`~dpllm.data.base.keyed_choice`, computed in SQL), summed per course. Only
+the per-course totals leave the engine.
+
+.. versionchanged:: unreleased bounded in the engine (was: in Python over per-user rows).
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass
 
-from dpllm.data import sql
-from dpllm.data.base import Exact, Scope, _check_bound, _Priced, keyed_choice
+from dpllm.data import bounded
+from dpllm.data.base import Exact, Scope, _check_bound, _Priced
 from dpllm.errors import DataError
 from dpllm.privacy.mechanisms import Mechanism
 from dpllm.privacy.noise import NoiseSource
@@ -32,7 +32,7 @@ DEFAULT_MAX_COURSES = 3
 class CourseBreakdown(_Priced):
     """Feedback records per course, over a **public** list of courses.
 
-    Bounds, applied in Python to the SQL's per-(user key, course) record counts:
+    Bounds, applied in the engine's SQL to the per-(user key, course) record counts:
     each user counts in at most ``max_courses`` courses — when they wrote about
     more, that many are kept by a keyed pseudo-random choice
     (:func:`~dpllm.data.base.keyed_choice`, secret salt, keyed by the user key)
@@ -79,18 +79,25 @@ class CourseBreakdown(_Priced):
         return ("user", "timestamp", "course")
 
     def measure(self, scope: Scope) -> Exact:
-        stmt = sql.course_counts(
-            scope.columns, scope.engine.dialect, scope.source, scope.start, scope.end, self.courses
+        (exact,) = self.measure_spans(scope, [(scope.start, scope.end)])
+        return exact
+
+    def measure_spans(self, scope: Scope, spans: list[bounded.Span]) -> list[Exact]:
+        """The exact aggregate of each of ``spans`` (disjoint, sorted), from one statement."""
+        stmt = bounded.course_totals(
+            scope.columns,
+            scope.engine.dialect,
+            scope.source,
+            spans,
+            self.courses,
+            max_courses=self.groups_per_user,
+            max_records=self.max_records,
+            salt=scope.salt,
         )
-        # One row per (user key, course): the user key is the SQL's own string.
-        per_user: dict[str, dict[str, int]] = defaultdict(dict)
-        for user, course, n in scope.engine.fetch(stmt, query=self.name):
-            per_user[user][course] = min(int(n), self.max_records)
-        totals = dict.fromkeys(self.courses, 0)
-        for user, counts in per_user.items():
-            for course in keyed_choice(scope.salt, user, set(counts), self.groups_per_user):
-                totals[course] += counts[course]
-        return Exact(tuple(totals[c] for c in self.courses), self.courses)
+        totals = [dict.fromkeys(self.courses, 0) for _ in spans]
+        for w, course, n in scope.engine.fetch(stmt, query=self.name):
+            totals[int(w)][course] = int(n)
+        return [Exact(tuple(t[c] for c in self.courses), self.courses) for t in totals]
 
     def publish(
         self,

@@ -154,22 +154,61 @@ class Dialect(enum.StrEnum):
     SQLITE = "sqlite"
     DUCKDB = "duckdb"
     POSTGRES = "postgres"
+    SPARK = "spark"
 
     @property
     def placeholder(self) -> str:
         return "%s" if self is Dialect.POSTGRES else "?"
 
+    @property
+    def text_type(self) -> str:
+        """The name of the text type in casts (Spark SQL has no ``TEXT``)."""
+        return "STRING" if self is Dialect.SPARK else "TEXT"
+
     def idiv(self, a: str, b: str) -> str:
         """Integer division of two non-negative integer expressions."""
         if self is Dialect.DUCKDB:
             return f"(({a}) // ({b}))"
+        if self is Dialect.SPARK:
+            return f"(({a}) DIV ({b}))"
         return f"(({a}) / ({b}))"
+
+    def binary(self, expr: str) -> str:
+        """``expr`` compared by its bytes (PostgreSQL's default collation is the locale's)."""
+        return f'{expr} COLLATE "C"' if self is Dialect.POSTGRES else expr
+
+    def sha256_hex(self, expr: str) -> str:
+        """The lower-case hex SHA-256 of a text expression's UTF-8 bytes.
+
+        SQLite has no hash function: :class:`~dpllm.data.engines.SQLiteEngine`
+        registers ``dpllm_sha256`` (over the bytes, so no text can fail to decode).
+        """
+        if self is Dialect.SQLITE:
+            return f"dpllm_sha256(CAST({expr} AS BLOB))"
+        if self is Dialect.POSTGRES:
+            return f"encode(sha256(convert_to({expr}, 'UTF8')), 'hex')"
+        if self is Dialect.SPARK:
+            return f"sha2({expr}, 256)"
+        return f"sha256({expr})"
+
+    def regex(self, expr: str, pattern: str) -> str:
+        """``expr`` contains a match of ``pattern`` (a literal built by
+        :mod:`dpllm.data.bounded` from validated keywords only; never SQLite)."""
+        if self is Dialect.DUCKDB:
+            return f"regexp_matches({expr}, '{pattern}')"
+        if self is Dialect.POSTGRES:
+            return f"({expr} ~ '{pattern}')"
+        if self is Dialect.SPARK:
+            return f"({expr} RLIKE '{pattern}')"
+        raise DataError(f"the {self.value} dialect has no regular expressions here")
 
     def is_nan(self, expr: str) -> str:
         """A predicate true for NaN (SQLite cannot store NaN: it becomes NULL)."""
         if self is Dialect.SQLITE:
             return "0 = 1"
         if self is Dialect.DUCKDB:
+            return f"isnan(TRY_CAST({expr} AS DOUBLE))"
+        if self is Dialect.SPARK:
             return f"isnan(TRY_CAST({expr} AS DOUBLE))"
         # As text: a cast to double precision overflows on a huge NUMERIC (an
         # error that one record would cause); the text of NaN is 'NaN' for
@@ -181,7 +220,15 @@ class Dialect(enum.StrEnum):
         # offset) to 'YYYY-MM-DD HH:MM:SS' UTC, which compares as text.
         return f"datetime({expr})" if self is Dialect.SQLITE else expr
 
+    @property
+    def time_placeholder(self) -> str:
+        """A placeholder for a :meth:`time_param` (Spark binds it as text, then casts)."""
+        return "CAST(? AS TIMESTAMP)" if self is Dialect.SPARK else self.placeholder
+
     def time_param(self, moment: dt.datetime) -> object:
+        if self is Dialect.SPARK:
+            # Text read in the session time zone, which SparkEngine sets to UTC.
+            return moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
         if self is Dialect.SQLITE:
             return moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
         if self is Dialect.DUCKDB:
@@ -213,9 +260,10 @@ def check_policy(policy: object) -> OutOfRange:
     return policy
 
 
-def user_key(cols: ColumnMap) -> str:
-    """The canonical user key: ``CAST(user AS TEXT)``, the same in every query and engine."""
-    return f"CAST({cols.q('user')} AS TEXT)"
+def user_key(cols: ColumnMap, dialect: Dialect) -> str:
+    """The canonical user key: ``CAST(user AS TEXT)``, the same in every query and engine
+    (``STRING`` is Spark SQL's name of the text type)."""
+    return f"CAST({cols.q('user')} AS {dialect.text_type})"
 
 
 def rating_bucket(cols: ColumnMap, dialect: Dialect, policy: OutOfRange) -> str:
@@ -237,7 +285,7 @@ def window_filter(
 ) -> Statement:
     """``WHERE`` clause: a user is known and the time lies in ``[start, end)``."""
     ts = dialect.timestamp(cols.q("timestamp"))
-    ph = dialect.placeholder
+    ph = dialect.time_placeholder
     return Statement(
         f" WHERE {cols.q('user')} IS NOT NULL AND {ts} >= {ph} AND {ts} < {ph}",
         (dialect.time_param(start), dialect.time_param(end)),
@@ -259,7 +307,7 @@ def records_and_users(
         text("SELECT COUNT(*) AS n FROM ")
         + source
         + window_filter(cols, dialect, start, end)
-        + text(f" GROUP BY {user_key(cols)}")
+        + text(f" GROUP BY {user_key(cols, dialect)}")
     )
     return (
         text(f"SELECT COUNT(*), COALESCE(SUM(CASE WHEN n < {m} THEN n ELSE {m} END), 0) FROM (")
@@ -277,7 +325,9 @@ def _rated_rows(
     policy: OutOfRange,
 ) -> Statement:
     return (
-        text(f"SELECT {user_key(cols)} AS u, {rating_bucket(cols, dialect, policy)} AS r FROM ")
+        text(
+            f"SELECT {user_key(cols, dialect)} AS u, {rating_bucket(cols, dialect, policy)} AS r FROM "
+        )
         + source
         + window_filter(cols, dialect, start, end)
     )
@@ -347,10 +397,12 @@ def course_counts(
     course = cols.q("course")
     ph = ", ".join(dialect.placeholder for _ in courses)
     return (
-        text(f"SELECT {user_key(cols)}, CAST({course} AS TEXT), COUNT(*) FROM ")
+        text(
+            f"SELECT {user_key(cols, dialect)}, CAST({course} AS {dialect.text_type}), COUNT(*) FROM "
+        )
         + source
         + window_filter(cols, dialect, start, end)
-        + Statement(f" AND CAST({course} AS TEXT) IN ({ph})", tuple(courses))
+        + Statement(f" AND CAST({course} AS {dialect.text_type}) IN ({ph})", tuple(courses))
         + text(" GROUP BY 1, 2")
     )
 
@@ -378,7 +430,7 @@ def user_texts(
     ``max_texts × max_chars`` characters' worth. The caller bounds topics per user."""
     n = _bound("max_texts", max_texts)
     c = _bound("max_chars", max_chars)
-    u, t = user_key(cols), f"CAST({cols.q('text')} AS TEXT)"
+    u, t = user_key(cols, dialect), f"CAST({cols.q('text')} AS {dialect.text_type})"
     return (
         text(
             f"SELECT u, SUBSTR(t, 1, {c}) FROM (SELECT {u} AS u, {t} AS t, ROW_NUMBER() "
@@ -455,32 +507,17 @@ def _policy_cells(policy: OutOfRange) -> tuple[str, ...]:
     return ("in1", "in2", "in3", "in4", "in5")  # out-of-range ratings are rejected
 
 
-def user_summary(
-    cols: ColumnMap,
-    dialect: Dialect,
-    source: Statement,
-    start: dt.datetime,
-    end: dt.datetime,
-    plan: SummaryPlan,
-) -> Statement:
-    """One row of exact aggregates (columns: ``plan.keys()``) from one per-user pass.
-
-    The inner ``GROUP BY user`` reduces each user to ``n`` (records) and the
-    counts of their rating cells; every aggregate of the plan is then computed
-    from those per-user rows with exactly the integer expressions of
-    :func:`records_and_users`, :func:`mean_parts` and :func:`histogram`, with
-    ``n_r = Σ_k c_k`` and ``Σr = Σ_k k·c_k``, so the results are identical.
-    """
+def summary_cells(cols: ColumnMap, dialect: Dialect, plan: SummaryPlan) -> list[str]:
+    """The per-user columns of a summary pass: ``n`` and the rating cells the plan needs."""
     policies = {*plan.mean_policies, *(p for p, _ in plan.histograms)}
     cells = sorted({c for p in policies for c in _policy_cells(p)})
     preds = _star_cells(cols, dialect) if cells else {}
-    inner_cols = ["COUNT(*) AS n"] + [f"COUNT(*) FILTER (WHERE {preds[c]}) AS {c}" for c in cells]
-    per_user = (
-        text(f"SELECT {', '.join(inner_cols)} FROM ")
-        + source
-        + window_filter(cols, dialect, start, end)
-        + text(f" GROUP BY {user_key(cols)}")
-    )
+    return ["COUNT(*) AS n"] + [f"COUNT(*) FILTER (WHERE {preds[c]}) AS {c}" for c in cells]
+
+
+def summary_aggregates(dialect: Dialect, plan: SummaryPlan) -> list[str]:
+    """The plan's aggregates over the per-user rows of :func:`summary_cells`, in
+    ``plan.keys()`` order."""
 
     def n_r(p: OutOfRange) -> str:
         return "(" + " + ".join(_policy_cells(p)) + ")"
@@ -488,7 +525,6 @@ def user_summary(
     def stars(p: OutOfRange) -> str:
         return "(" + " + ".join(f"{k} * {c}" for k, c in enumerate(_policy_cells(p), 1)) + ")"
 
-    # Same order as plan.keys().
     out = ["COUNT(*)"]
     for cap in plan.record_caps:
         m = _bound("max_records", cap)
@@ -507,4 +543,31 @@ def user_summary(
             f"COALESCE(SUM({dialect.idiv(f'{cell} * {m}', denominator)}), 0)"
             for cell in _policy_cells(p)
         ]
+    return out
+
+
+def user_summary(
+    cols: ColumnMap,
+    dialect: Dialect,
+    source: Statement,
+    start: dt.datetime,
+    end: dt.datetime,
+    plan: SummaryPlan,
+) -> Statement:
+    """One row of exact aggregates (columns: ``plan.keys()``) from one per-user pass.
+
+    The inner ``GROUP BY user`` reduces each user to ``n`` (records) and the
+    counts of their rating cells; every aggregate of the plan is then computed
+    from those per-user rows with exactly the integer expressions of
+    :func:`records_and_users`, :func:`mean_parts` and :func:`histogram`, with
+    ``n_r = Σ_k c_k`` and ``Σr = Σ_k k·c_k``, so the results are identical.
+    Many windows in one pass: :func:`dpllm.data.bounded.summaries`.
+    """
+    per_user = (
+        text(f"SELECT {', '.join(summary_cells(cols, dialect, plan))} FROM ")
+        + source
+        + window_filter(cols, dialect, start, end)
+        + text(f" GROUP BY {user_key(cols, dialect)}")
+    )
+    out = summary_aggregates(dialect, plan)
     return text(f"SELECT {', '.join(out)} FROM (") + per_user + text(") AS per_user")

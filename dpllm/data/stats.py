@@ -35,6 +35,15 @@ per-user summary, :mod:`dpllm.data.shared`), then noises and stores each
 release through its own mechanism. A refused charge refunds the batch's earlier
 charges (nothing was read); a cached query is neither charged nor read again.
 
+:meth:`StatsRunner.release_many` does the same over many windows: every
+(query, window) is its own release, under its own query id and its own charge
+to its own window, all charged before the read; the windows whose releases are
+all cached are not read; the rest are read in one pass per kind of statement
+(:func:`~dpllm.data.shared.measure_windows`). ISO weeks are disjoint, so each
+window's release is ε-DP per user *in that window* (parallel composition across
+windows: a user's loss in one week does not add to another's; the pool's
+lifetime cap bounds the total over weeks).
+
 The post-processing helpers (:func:`rating_shares`, :func:`top_k`) read
 releases only and are free.
 """
@@ -62,9 +71,9 @@ from dpllm.data.queries import (
     RatingHistogram,
     Scope,
 )
-from dpllm.data.shared import is_shareable, measure_shared
-from dpllm.data.sql import ColumnMap
-from dpllm.data.topics import DEFAULT_VOCABULARY, TopicCounts, Vocabulary
+from dpllm.data.shared import is_shareable, measure_shared, measure_windows
+from dpllm.data.sql import ColumnMap, Dialect
+from dpllm.data.topics import DEFAULT_VOCABULARY, NewKeywords, TopicCounts, Vocabulary
 from dpllm.errors import ChargeInProgress, DataError, InvalidPrivacyParameter
 from dpllm.ledger.base import Charge, Ledger, Outcome, release_recorded
 from dpllm.privacy.intervals import discrete_gaussian_half_width, discrete_laplace_half_width
@@ -315,6 +324,12 @@ class StatsRunner:
         """
         if not isinstance(query, Query):
             raise DataError(f"{query!r} is not a dpllm query")
+        if isinstance(query, NewKeywords) and self.engine.dialect is Dialect.SPARK:
+            raise DataError(
+                f"query {query.name!r} segments texts with jieba in Python, which would bring "
+                "per-user texts out of the Spark cluster; it is not available on the spark "
+                "source (topic_counts and top_topics run in Spark)"
+            )
         if self._schema is None:
             self._schema = self.engine.column_names(self.columns.table)
         for role in query.columns_needed():
@@ -511,19 +526,102 @@ class StatsRunner:
             return stored
         return release
 
+    def release_many(
+        self,
+        queries: Mapping[str, Query],
+        windows: Sequence[Window | str],
+        *,
+        accept_delta: bool = False,
+    ) -> dict[str, dict[str, Release]]:
+        """Release every query in every window, reading the data once.
+
+        Args:
+            queries: ``{name: query}``.
+            windows: ISO week keys (repeats are ignored); the result keeps their order.
+            accept_delta: as in :meth:`release`, for every query of the set.
+
+        Returns:
+            ``{window: {name: release}}``.
+
+        Raises:
+            DataError: a bad window, missing source or column (nothing charged); an
+                engine failure after the read (the charges stand).
+            InvalidPrivacyParameter: δ > 0 and not ``accept_delta`` (nothing charged).
+            BudgetExceeded: one (query, window) does not fit its window's budget
+                (nothing charged: the earlier charges are refunded, nothing read).
+
+        Privacy: each (query, window) costs ``query.cost`` per user in *that*
+        window, charged under its own query id before anything is read; a cached
+        one is free and not recomputed. ISO weeks are disjoint sets of records,
+        so the releases of different weeks compose in parallel: per user and
+        window the loss is the sum over the queries only. Reading all windows in
+        one statement changes no cost: every window's exact aggregate equals the
+        one its own statement returns.
+        """
+        # Each window parsed strictly and refused unless complete (nothing charged).
+        weeks = list(dict.fromkeys(self.window(w).key for w in windows))
+        if not weeks:
+            raise DataError("release_many needs at least one window")
+        deltas = {}
+        for name, q in queries.items():
+            self.check(q)
+            deltas[name] = self._admit_delta(q, accept_delta)
+        ids = {(w, n): self.query_id(q, w) for w in weeks for n, q in queries.items()}
+        owner: dict[str, tuple[str, str]] = {}
+        for key, qid in ids.items():
+            owner.setdefault(qid, key)  # one charge per query id
+        cfg = self._config
+        releases: dict[str, Release] = {}
+        with ExitStack() as stack:
+            # In query-id order (no wait cycles between processes); a refusal
+            # unwinds the stack and refunds every earlier charge (nothing read).
+            charges: dict[str, Charge] = {}
+            for qid in sorted(owner):
+                w, n = owner[qid]
+                charges[qid] = stack.enter_context(
+                    self.ledger.charging(
+                        query_id=qid,
+                        pool=cfg.pool,
+                        window=w,
+                        cost=queries[n].cost,
+                        analyst=cfg.analyst,
+                        description=self._description(queries[n], deltas[n]),
+                    )
+                )
+            for qid, charge in charges.items():
+                if charge.cached is not None:
+                    releases[qid] = charge.cached
+            todo = [qid for qid in owner if qid not in releases]
+            if todo:
+                for qid in todo:
+                    charges[qid].data_read()
+                names = list(dict.fromkeys(owner[qid][1] for qid in todo))
+                todo_weeks = list(dict.fromkeys(owner[qid][0] for qid in todo))
+                exact = measure_windows(
+                    [queries[n] for n in names],
+                    self._scope(Window.parse(todo_weeks[0])),
+                    todo_weeks,
+                )
+                for qid in todo:
+                    w, n = owner[qid]
+                    q = queries[n]
+                    release = self._publish(q, exact[(names.index(n), w)], qid, Window.parse(w))
+                    releases[qid] = self._store(charges[qid], release)
+        return {w: {n: releases[ids[(w, n)]] for n in queries} for w in weeks}
+
     def trend(
         self, query: Query, windows: Sequence[Window | str], *, accept_delta: bool = False
     ) -> dict[str, Release]:
-        """The same query in several weeks, each charged to its own window.
+        """The same query in several weeks, each charged to its own window, read once.
 
         Privacy: ``query.cost`` per user *in each window*; a user present in all
         of them loses ``len(windows) × cost`` in total, which the pool's lifetime
         cap bounds.
+
+        .. versionchanged:: unreleased one read for all windows (:meth:`release_many`).
         """
-        parsed = [self.window(w) for w in windows]
-        self.check(query)
-        self._admit_delta(query, accept_delta)
-        return {w.key: self.release(query, w, accept_delta=accept_delta) for w in parsed}
+        many = self.release_many({query.name: query}, windows, accept_delta=accept_delta)
+        return {w: by_name[query.name] for w, by_name in many.items()}
 
 
 def _half_width(release: Release, confidence: float) -> float:

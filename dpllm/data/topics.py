@@ -12,14 +12,31 @@ keyed pseudo-random choice (HMAC with a secret salt), so no analyst can steer
 which. Keywords outside the vocabulary are released only through DP partition
 selection (:class:`NewKeywords`, off by default).
 
-**Where the bounds are applied.** The SQL (:func:`dpllm.data.sql.user_texts`)
-returns the window's ``(user key, text)`` rows, at most
-:data:`~dpllm.data.sql.TEXTS_PER_USER` texts per user, each cut to
-:data:`~dpllm.data.sql.TEXT_CHARS` characters — a per-user bound applied before
-any expensive per-record work, so one user's many long texts cannot stretch the
-tokenising (a timing channel); segmentation, the once-per-topic rule and the ``L`` limit run
-here, grouped by the same canonical user key the SQL produces. The rows stay
-inside the core; only the bounded counts reach a mechanism.
+**Where the bounds are applied: in the engine** (:func:`dpllm.data.bounded.topic_totals`).
+:class:`TopicCounts` and :class:`TopTopics` run entirely in the engine's SQL: at
+most ``T`` (``max_texts``) texts per user and window are kept — the latest, by
+timestamp, chosen before any matching — then the public vocabulary is matched
+there (an English keyword as a whole ASCII word in any letter case, a Chinese
+keyword as a substring), each topic counts once per user, and at most ``L`` topics
+per user are kept by the keyed choice. Only per-topic user counts leave the
+engine. :meth:`Vocabulary.matches` is the same matching rule in Python (the
+reference the engines are tested against).
+
+The engine's rule differs from jieba's segmentation (:meth:`Vocabulary.topics_in`,
+still used by :class:`NewKeywords`) in one way: a Chinese keyword inside a longer
+word (``老师`` in ``老师傅``, ``练习`` in ``练习题``) matches in the engine, where
+jieba keeps the longer word. Of the 82 texts of the demo phrases and the test
+corpus, they differ on one (``练习题设计得好``: "the exercise problems are well
+designed", homework by the engine's rule, no topic by jieba's).
+
+.. versionchanged:: unreleased topics are matched and bounded in the engine (were:
+   every text segmented in Python); ``max_texts`` bounds the texts read per user.
+
+:class:`NewKeywords` still segments texts in Python with jieba; its rows come from
+:func:`dpllm.data.sql.user_texts`, at most :data:`~dpllm.data.sql.TEXTS_PER_USER` texts
+per user, each cut to :data:`~dpllm.data.sql.TEXT_CHARS` characters — a per-user bound
+applied in the SQL before any tokenising, so one user's many long texts cannot stretch
+the work (a timing channel).
 """
 
 from __future__ import annotations
@@ -32,14 +49,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from dpllm.data import sql
+from dpllm.data import bounded, sql
 from dpllm.data.base import Exact, Scope, _check_bound, _Priced, keyed_choice
-from dpllm.errors import ConfigError, InvalidPrivacyParameter
+from dpllm.errors import ConfigError, DataError, InvalidPrivacyParameter
 from dpllm.privacy.mechanisms import DiscreteLaplace, Mechanism, permute_and_flip
 from dpllm.privacy.noise import NoiseSource, SecureNoise
 from dpllm.release import Cost, Release
 
 __all__ = [
+    "DEFAULT_MAX_TEXTS",
     "DEFAULT_MAX_TOPICS",
     "DEFAULT_VOCABULARY",
     "NewKeywords",
@@ -54,6 +72,10 @@ _WORD = re.compile(r"\w+")
 DEFAULT_MAX_TOPICS = 3
 """L, topics counted per user per window: the config's default
 (``[bounds] max_topics_per_user``)."""
+
+DEFAULT_MAX_TEXTS = 10
+"""T, texts read per user per window by the topic queries (the latest T): bounds
+the matching work one user can cause before any of it is done."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +99,19 @@ class Topic:
                     f"topic {self.name!r}: keyword {k!r} must be one word without spaces",
                     field="topics",
                 )
+        try:
+            bounded.keyword_pattern(self.en, self.zh)
+        except DataError as exc:
+            raise ConfigError(f"topic {self.name!r}: {exc}", field="topics") from None
+
+    def matches(self, text: str) -> bool:
+        """Whether ``text`` mentions this topic by the engines' rule (see the module doc)."""
+        return _pattern(self).search(text) is not None
+
+
+@functools.lru_cache(maxsize=256)
+def _pattern(topic: Topic) -> re.Pattern[str]:
+    return re.compile(bounded.keyword_pattern(topic.en, topic.zh))
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +152,16 @@ class Vocabulary:
     def tokens(self, text: str) -> set[str]:
         """The lower-cased words of ``text`` (jieba for Chinese, with the keywords added)."""
         return {w.lower() for w in _tokenizer(self).cut(text, HMM=False) if _WORD.fullmatch(w)}
+
+    def matches(self, text: str) -> set[str]:
+        """The topics ``text`` mentions by the engines' rule (whole ASCII words for
+        English keywords, substrings for Chinese ones): the Python reference of
+        :func:`dpllm.data.bounded.topic_totals`."""
+        return {t.name for t in self.topics if t.matches(text)}
+
+    def keywords(self) -> tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]:
+        """``(name, English keywords, Chinese keywords)`` per topic, for the engine's SQL."""
+        return tuple((t.name, t.en, t.zh) for t in self.topics)
 
     def topics_in(self, text: str) -> set[str]:
         index = _index(self)
@@ -169,36 +214,43 @@ DEFAULT_VOCABULARY = Vocabulary(
 """A public vocabulary for course feedback (matches the demo data)."""
 
 
-def _user_topics(
-    vocabulary: Vocabulary, scope: Scope, limit: int, query: str
-) -> dict[str, list[str]]:
-    """Each user's topics in the window: each at most once, at most ``limit`` (keyed).
-
-    Keyed by the canonical user key, as the SQL returns it.
-    """
-    stmt = sql.user_texts(scope.columns, scope.engine.dialect, scope.source, scope.start, scope.end)
-    found: dict[str, set[str]] = defaultdict(set)
-    for user, text in scope.engine.fetch(stmt, query=query):
-        found[user] |= vocabulary.topics_in(text)
-    return {u: keyed_choice(scope.salt, u, ts, limit) for u, ts in found.items() if ts}
-
-
-def _topic_scores(vocabulary: Vocabulary, scope: Scope, limit: int, query: str) -> Exact:
-    limit = min(limit, len(vocabulary.topics))
-    counts: Counter[str] = Counter()
-    for topics in _user_topics(vocabulary, scope, limit, query).values():
-        counts.update(topics)
-    return Exact(tuple(counts[n] for n in vocabulary.names), vocabulary.names)
+def topic_scores_many(
+    vocabulary: Vocabulary,
+    scope: Scope,
+    spans: list[bounded.Span],
+    *,
+    max_texts: int,
+    max_topics: int,
+    query: str,
+) -> list[Exact]:
+    """:func:`topic_scores` for each of ``spans`` (disjoint, sorted) from one statement."""
+    limit = min(max_topics, len(vocabulary.topics))
+    stmt = bounded.topic_totals(
+        scope.columns,
+        scope.engine.dialect,
+        scope.source,
+        spans,
+        vocabulary.keywords(),
+        max_texts=max_texts,
+        max_topics=limit,
+        salt=scope.salt,
+    )
+    counts = [[0] * len(vocabulary.topics) for _ in spans]
+    for w, i, n in scope.engine.fetch(stmt, query=query):
+        counts[int(w)][int(i)] = int(n)
+    return [Exact(tuple(c), vocabulary.names) for c in counts]
 
 
 @dataclass(frozen=True, kw_only=True)
 class TopicCounts(_Priced):
     """Number of users mentioning each topic of the public vocabulary.
 
-    Bounds, applied in Python to the SQL's ``(user key, text)`` rows: a user
-    counts a topic at most once per window and counts at most
-    ``L = min(max_topics, topics in the vocabulary)`` topics (keyed choice when
-    they mention more).
+    Bounds, applied in the engine's SQL (:func:`dpllm.data.bounded.topic_totals`):
+    at most ``max_texts`` texts per user per window are read (the latest; the
+    choice never looks at their content); a user counts a topic at most once per
+    window and counts at most ``L = min(max_topics, topics in the vocabulary)``
+    topics (keyed choice when they mention more). The text bound only limits the
+    work; the sensitivity follows from the topic bounds alone.
 
     Sensitivity: one user's vector is 0/1 with at most L ones: L1 ≤ L, L2 ≤ √L.
 
@@ -209,11 +261,13 @@ class TopicCounts(_Priced):
 
     vocabulary: Vocabulary = DEFAULT_VOCABULARY
     max_topics: int = DEFAULT_MAX_TOPICS
+    max_texts: int = DEFAULT_MAX_TEXTS
     name: str = "topic_counts"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_bound("max_topics", self.max_topics)
+        _check_bound("max_texts", self.max_texts)
 
     def mechanisms(self) -> tuple[Mechanism, ...]:
         lim = min(self.max_topics, len(self.vocabulary.topics))
@@ -223,7 +277,19 @@ class TopicCounts(_Priced):
         return ("user", "timestamp", "text")
 
     def measure(self, scope: Scope) -> Exact:
-        return _topic_scores(self.vocabulary, scope, self.max_topics, self.name)
+        (exact,) = self.measure_spans(scope, [(scope.start, scope.end)])
+        return exact
+
+    def measure_spans(self, scope: Scope, spans: list[bounded.Span]) -> list[Exact]:
+        """The exact aggregate of each of ``spans`` (disjoint, sorted), from one statement."""
+        return topic_scores_many(
+            self.vocabulary,
+            scope,
+            spans,
+            max_texts=self.max_texts,
+            max_topics=self.max_topics,
+            query=self.name,
+        )
 
     def publish(
         self,
@@ -250,7 +316,7 @@ class TopTopics(_Priced):
     """The k most-mentioned topics, selected without releasing any count.
 
     Scores are the bounded per-topic user counts of :class:`TopicCounts`
-    (bounded in Python, as there).
+    (bounded in the engine, as there).
 
     Sensitivity: adding or removing one user changes each score by at most 1
     (a user counts a topic at most once), all in the same direction (monotonic).
@@ -263,6 +329,7 @@ class TopTopics(_Priced):
     vocabulary: Vocabulary = DEFAULT_VOCABULARY
     k: int = 3
     max_topics: int = DEFAULT_MAX_TOPICS
+    max_texts: int = DEFAULT_MAX_TEXTS
     name: str = "top_topics"
 
     def __post_init__(self) -> None:
@@ -271,6 +338,7 @@ class TopTopics(_Priced):
             raise InvalidPrivacyParameter("TopTopics is pure ε-DP: give epsilon=, not rho=")
         _check_bound("k", self.k, upper=len(self.vocabulary.topics))
         _check_bound("max_topics", self.max_topics)
+        _check_bound("max_texts", self.max_texts)
 
     def mechanisms(self) -> tuple[Mechanism, ...]:
         """None: permute-and-flip selects labels, it adds no noise to a value."""
@@ -285,7 +353,19 @@ class TopTopics(_Priced):
         return ("user", "timestamp", "text")
 
     def measure(self, scope: Scope) -> Exact:
-        return _topic_scores(self.vocabulary, scope, self.max_topics, self.name)
+        (exact,) = self.measure_spans(scope, [(scope.start, scope.end)])
+        return exact
+
+    def measure_spans(self, scope: Scope, spans: list[bounded.Span]) -> list[Exact]:
+        """The exact aggregate of each of ``spans`` (disjoint, sorted), from one statement."""
+        return topic_scores_many(
+            self.vocabulary,
+            scope,
+            spans,
+            max_texts=self.max_texts,
+            max_topics=self.max_topics,
+            query=self.name,
+        )
 
     def publish(
         self,
@@ -377,6 +457,9 @@ class NewKeywords(_Priced):
         return ("user", "timestamp", "text")
 
     def measure(self, scope: Scope) -> Exact:
+        if scope.engine.dialect is sql.Dialect.SPARK:
+            # Per-user texts would leave the cluster (StatsRunner.check refuses first).
+            raise DataError("new_keywords is not available on the spark source")
         known = set(_index(self.vocabulary))
         stmt = sql.user_texts(
             scope.columns, scope.engine.dialect, scope.source, scope.start, scope.end

@@ -451,6 +451,38 @@ class WeeklyJob:
         # from the cache) under its own query id.
         return self.runner.release_all(queries, week)
 
+    def release_weeks(
+        self, weeks: Sequence[Window | str], queries: Mapping[str, Query] | None = None
+    ) -> dict[str, dict[str, Release]]:
+        """Release the plan (or ``queries``) for each of ``weeks``, reading the data once.
+
+        Each (query, week) is its own release, charged to its own week; every week
+        is checked against the budget before anything is charged, and weeks already
+        released come from the cache without a read
+        (:meth:`~dpllm.data.stats.StatsRunner.release_many`).
+
+        Raises:
+            DataError: a bad week, source or column (nothing charged).
+            BudgetExceeded: a week's releases do not fit (nothing charged, in any week).
+
+        Privacy: the queries' cost per user in each week; ISO weeks are disjoint,
+        so the weeks compose in parallel (the lifetime cap bounds the total).
+        """
+        keys = [self.runner.window(w).key for w in weeks]  # strict; complete weeks only
+        queries = dict(self.plan if queries is None else queries)
+        for q in queries.values():
+            self.runner.check(q)
+        self.ensure_pools()
+        for key in keys:
+            week = Window.parse(key)
+            todo = {
+                n: q
+                for n, q in queries.items()
+                if self.ledger.get_release(self.runner.query_id(q, week)) is None
+            }
+            self.check_budget(week, todo)
+        return self.runner.release_many(queries, keys)
+
     def history(
         self, week: Window, *, names: Sequence[str] = ("mean_rating", "feedback_count")
     ) -> dict[str, dict[str, Release]]:

@@ -157,7 +157,7 @@ def parents_first(pools: Sequence[PoolSpec]) -> list[PoolSpec]:
 
 
 def open_engine(settings: Settings) -> Engine:
-    """The data source the settings name (SQLite, DuckDB or PostgreSQL).
+    """The data source the settings name (SQLite, DuckDB, PostgreSQL or Spark).
 
     Raises:
         DataError: the source cannot be opened (nothing is charged).
@@ -165,6 +165,13 @@ def open_engine(settings: Settings) -> Engine:
     from dpllm.data.engines import DuckDBEngine, PostgresEngine, SQLiteEngine
 
     d = settings.data
+    if d.source == "spark":
+        from dpllm.data.spark import SparkEngine, spark_session
+
+        # A URL (s3a://, abfss://, hdfs://) is read by the cluster as written.
+        where = d.path if "://" in d.path else str(settings.resolve(d.path))
+        paths = [where] if d.path else []
+        return SparkEngine(spark_session(d.spark), paths=paths, file_format=d.format)
     if d.source == "postgres":
         if not d.dsn:
             raise ConfigError("a postgres source needs data.dsn", field="data.dsn")

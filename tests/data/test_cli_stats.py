@@ -51,3 +51,40 @@ def test_stats_errors(tmp_path: Path) -> None:
     assert missing.exit_code == 4 and "does not exist" in missing.output  # data unavailable
     bad = runner.invoke(app, ["stats", "--data", "x.db", "--week", "2026-W47", "--query", "nope"])
     assert bad.exit_code != 0
+
+
+def test_stats_over_many_weeks_is_one_charge_per_week(tmp_path: Path) -> None:
+    runner = CliRunner()
+    db, ledger = tmp_path / "demo.db", tmp_path / "ledger.db"
+    out = runner.invoke(app, ["demo-data", "--out", str(db), "--users", "200", "--weeks", "3"])
+    assert out.exit_code == 0, out.output
+    base = ["stats", "--data", str(db), "--ledger", str(ledger)]
+    many = runner.invoke(app, [*base, "--weeks", "2026-W45..2026-W47", "--json"])
+    assert many.exit_code == 0, many.output
+    payload = json.loads(many.output)
+    assert set(payload) == {"2026-W45", "2026-W46", "2026-W47", "_budget"}
+    assert payload["_budget"]["spent_micro"] == dict.fromkeys(
+        ("2026-W45", "2026-W46", "2026-W47"), 1_600_000
+    )
+    # One week of the range, asked alone: the same cached release, nothing charged.
+    one = json.loads(runner.invoke(app, [*base, "--week", "2026-W46", "--json"]).output)
+    assert one["mean_rating"] == payload["2026-W46"]["mean_rating"]
+    assert one["_budget"]["spent_micro"] == 1_600_000
+    table = runner.invoke(app, [*base, "--weeks", "2026-W45..2026-W47", "--query", "mean_rating"])
+    assert table.exit_code == 0 and "2026-W46" in table.output and "3 weeks" in table.output
+
+
+def test_week_ranges() -> None:
+    import pytest
+
+    from dpllm.cli.stats import parse_weeks
+    from dpllm.errors import DataError
+
+    assert parse_weeks("2026-W52..2027-W02") == ["2026-W52", "2026-W53", "2027-W01", "2027-W02"]
+    assert parse_weeks("2026-W05..2026-W05") == ["2026-W05"]
+    for bad in ("2026-W05", "2026-W05..2026-W04", "2026-W05..nope", "2000-W01..2026-W01"):
+        with pytest.raises(DataError):
+            parse_weeks(bad)
+    runner = CliRunner()
+    both = runner.invoke(app, ["stats", "--week", "2026-W05", "--weeks", "2026-W01..2026-W05"])
+    assert both.exit_code != 0 and "one of --week" in both.output

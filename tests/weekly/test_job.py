@@ -11,6 +11,7 @@ import pytest
 
 from dpllm.config import ModelSettings
 from dpllm.data.demo import DEMO_COURSES, DemoData
+from dpllm.data.queries import FeedbackCount
 from dpllm.errors import BudgetExceeded, ConfigError, DataError
 from dpllm.ledger.base import PoolSpec
 from dpllm.ledger.sqlite import SQLiteLedger
@@ -245,3 +246,24 @@ def test_the_statistics_step_reads_the_week_once_for_the_shareable_queries(
         assert len(Counting.reads) == 2 and Counting.reads[0].startswith("shared summary")
         assert job.run(WEEK).fresh == ()
     assert len(Counting.reads) == 2
+
+
+def test_release_weeks_charges_each_week_once_from_one_read(
+    tmp_path: Path, demo: tuple[Path, DemoData]
+) -> None:
+    db, _ = demo
+    weeks = ["2026-W45", "2026-W46", "2026-W47"]
+    with WeeklyJob(settings_for(tmp_path, db), courses=DEMO_COURSES) as job:
+        trend = {n: job.plan[n] for n in ("mean_rating", "feedback_count")}
+        first = job.release_weeks(weeks, trend)
+        cost = sum(q.cost.micro for q in trend.values())
+        assert [job.ledger.balance("weekly", w).spent for w in weeks] == [cost] * 3
+        assert job.history(WEEK)["mean_rating"] == {w: first[w]["mean_rating"] for w in weeks}
+        again = job.release_weeks(weeks, trend)  # cached: nothing charged, same figures
+        assert [job.ledger.balance("weekly", w).spent for w in weeks] == [cost] * 3
+        assert (
+            again["2026-W46"]["mean_rating"].to_dict() == first["2026-W46"]["mean_rating"].to_dict()
+        )
+        with pytest.raises(BudgetExceeded):  # the whole plan no longer fits W46's cap
+            job.release_weeks(["2026-W44", "2026-W46"], {"x": FeedbackCount(epsilon=1.8)})
+        assert job.ledger.balance("weekly", "2026-W44").spent == 0
