@@ -484,12 +484,13 @@ class WeeklyJob:
         return self.runner.release_many(queries, keys)
 
     def history(
-        self, week: Window, *, names: Sequence[str] = ("mean_rating", "feedback_count")
+        self, week: Window | str, *, names: Sequence[str] = ("mean_rating", "feedback_count")
     ) -> dict[str, dict[str, Release]]:
         """This job's **cached** releases of ``names`` over the trend weeks (spends nothing).
 
         Weeks without a stored release are skipped.
         """
+        week = Window.parse(week)
         out: dict[str, dict[str, Release]] = {}
         for name in names:
             if name not in self.plan:

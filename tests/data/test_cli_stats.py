@@ -61,15 +61,16 @@ def test_stats_over_many_weeks_is_one_charge_per_week(tmp_path: Path) -> None:
     base = ["stats", "--data", str(db), "--ledger", str(ledger)]
     many = runner.invoke(app, [*base, "--weeks", "2026-W45..2026-W47", "--json"])
     assert many.exit_code == 0, many.output
-    payload = json.loads(many.output)
-    assert set(payload) == {"2026-W45", "2026-W46", "2026-W47", "_budget"}
-    assert payload["_budget"]["spent_micro"] == dict.fromkeys(
+    payload = json.loads(many.stdout)
+    assert set(payload["weeks"]) == {"2026-W45", "2026-W46", "2026-W47"}
+    assert payload["budget"]["spent_micro"] == dict.fromkeys(
         ("2026-W45", "2026-W46", "2026-W47"), 1_600_000
     )
     # One week of the range, asked alone: the same cached release, nothing charged.
-    one = json.loads(runner.invoke(app, [*base, "--week", "2026-W46", "--json"]).output)
-    assert one["mean_rating"] == payload["2026-W46"]["mean_rating"]
-    assert one["_budget"]["spent_micro"] == 1_600_000
+    one = json.loads(runner.invoke(app, [*base, "--week", "2026-W46", "--json"]).stdout)
+    w46 = payload["weeks"]["2026-W46"]["releases"]
+    assert one["releases"]["mean_rating"] == w46["mean_rating"]
+    assert one["budget"]["spent_micro"] == 1_600_000
     table = runner.invoke(app, [*base, "--weeks", "2026-W45..2026-W47", "--query", "mean_rating"])
     assert table.exit_code == 0 and "2026-W46" in table.output and "3 weeks" in table.output
 
