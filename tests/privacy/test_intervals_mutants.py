@@ -85,7 +85,9 @@ def _dgauss_reference(sigma: float, confidence: float) -> int:
 
 @pytest.mark.parametrize("sigma", [0.05, 0.1, 0.2, 0.4, 1.0, 2.5, 7.0])
 @pytest.mark.parametrize("confidence", [0.5, 0.9, 0.95, 0.99])
-def test_discrete_gaussian_half_width_is_the_exact_quantile(sigma: float, confidence: float) -> None:
+def test_discrete_gaussian_half_width_is_the_exact_quantile(
+    sigma: float, confidence: float
+) -> None:
     assert discrete_gaussian_half_width(sigma, confidence) == _dgauss_reference(sigma, confidence)
 
 

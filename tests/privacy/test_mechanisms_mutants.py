@@ -8,9 +8,11 @@ independent computation of the same quantile.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,6 +30,7 @@ from dpllm.privacy.mechanisms import (
     DiscreteLaplace,
     Gaussian,
     Laplace,
+    Mechanism,
     analytic_gaussian_sigma,
     classic_gaussian_sigma,
     make_release,
@@ -107,17 +110,21 @@ def test_aggregates_may_be_decimals_and_tables() -> None:
     """SQL drivers return Decimal sums; a 2-D table is released as one flat vector."""
     src = FixedNoise()
     out = DiscreteLaplace(epsilon=1.0, sensitivity=1).randomise(
-        [Decimal("4"), Decimal("7")], noise=src
+        [Decimal("4"), Decimal("7")],  # type: ignore[list-item]
+        noise=src,
     )
     assert list(out) == [7, 10]
-    table = DiscreteLaplace(epsilon=1.0, sensitivity=1).randomise([[1, 2], [3, 4]], noise=src)
+    table = DiscreteLaplace(epsilon=1.0, sensitivity=1).randomise(
+        [[1, 2], [3, 4]],  # type: ignore[list-item]
+        noise=src,
+    )
     assert list(table) == [4, 5, 6, 7]
 
 
 def test_bad_aggregates_are_refused_with_their_reason() -> None:
     mech = Laplace(epsilon=1.0, sensitivity=1.0)
     with pytest.raises(DataError, match=r"^aggregate values must be numbers: "):
-        mech.randomise(["three"], noise=FixedNoise())
+        mech.randomise(["three"], noise=FixedNoise())  # type: ignore[list-item]
     for bad in (math.nan, math.inf):
         with pytest.raises(
             DataError, match=r"^aggregate values must be finite \(no NaN or infinity\)$"
@@ -130,28 +137,40 @@ def test_bad_aggregates_are_refused_with_their_reason() -> None:
 
 @pytest.mark.parametrize(
     ("value", "reason"),
-    [("1", "must be a number"), (None, "must be a number"), (math.inf, "must be finite"),
-     (math.nan, "must be finite"), (0, "must be > 0"), (-1.0, "must be > 0")],
+    [
+        ("1", "must be a number"),
+        (None, "must be a number"),
+        (math.inf, "must be finite"),
+        (math.nan, "must be finite"),
+        (0, "must be > 0"),
+        (-1.0, "must be > 0"),
+    ],
 )
-def test_privacy_parameter_errors_name_the_parameter(value: object, reason: str) -> None:
-    cases = [
-        ("epsilon", lambda: DiscreteLaplace(epsilon=value, sensitivity=1)),  # type: ignore[arg-type]
-        ("epsilon", lambda: Laplace(epsilon=value, sensitivity=1)),  # type: ignore[arg-type]
-        ("rho", lambda: DiscreteGaussian(rho=value, sensitivity=1)),  # type: ignore[arg-type]
-        ("rho", lambda: Gaussian(rho=value, sensitivity=1)),  # type: ignore[arg-type]
-        ("epsilon", lambda: permute_and_flip([1, 2], epsilon=value, sensitivity=1)),  # type: ignore[arg-type]
-        ("epsilon", lambda: analytic_gaussian_sigma(epsilon=value, delta=1e-5, sensitivity=1)),  # type: ignore[arg-type]
-        ("sensitivity", lambda: analytic_gaussian_sigma(epsilon=1, delta=1e-5, sensitivity=value)),  # type: ignore[arg-type]
-        ("sensitivity", lambda: classic_gaussian_sigma(epsilon=0.5, delta=1e-5, sensitivity=value)),  # type: ignore[arg-type]
+def test_privacy_parameter_errors_name_the_parameter(value: Any, reason: str) -> None:
+    cases: list[tuple[str, Callable[[], object]]] = [
+        ("epsilon", lambda: DiscreteLaplace(epsilon=value, sensitivity=1)),
+        ("epsilon", lambda: Laplace(epsilon=value, sensitivity=1)),
+        ("rho", lambda: DiscreteGaussian(rho=value, sensitivity=1)),
+        ("rho", lambda: Gaussian(rho=value, sensitivity=1)),
+        ("epsilon", lambda: permute_and_flip([1, 2], epsilon=value, sensitivity=1)),
+        ("epsilon", lambda: analytic_gaussian_sigma(epsilon=value, delta=1e-5, sensitivity=1)),
+        ("sensitivity", lambda: analytic_gaussian_sigma(epsilon=1, delta=1e-5, sensitivity=value)),
+        ("sensitivity", lambda: classic_gaussian_sigma(epsilon=0.5, delta=1e-5, sensitivity=value)),
     ]
     for name, call in cases:
         with pytest.raises(InvalidPrivacyParameter, match=rf"^{name} {reason}, got "):
             call()
 
 
-@pytest.mark.parametrize(("value", "reason"), [("1", "must be a number"), (True, "must be a number"),
-                                               (-1, "must be finite and ≥ 0"),
-                                               (math.inf, "must be finite and ≥ 0")])
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("1", "must be a number"),
+        (True, "must be a number"),
+        (-1, "must be finite and ≥ 0"),
+        (math.inf, "must be finite and ≥ 0"),
+    ],
+)
 def test_sensitivity_errors(value: object, reason: str) -> None:
     with pytest.raises(InvalidPrivacyParameter, match=rf"^sensitivity {reason}, got "):
         DiscreteLaplace(epsilon=1.0, sensitivity=value)  # type: ignore[arg-type]
@@ -209,7 +228,9 @@ def test_gaussian_for_epsilon_delta_classic(sens: float) -> None:
 
 
 def test_gaussian_for_epsilon_delta_unknown_method() -> None:
-    with pytest.raises(InvalidPrivacyParameter, match=r"^unknown calibration 'exact'; use analytic"):
+    with pytest.raises(
+        InvalidPrivacyParameter, match=r"^unknown calibration 'exact'; use analytic"
+    ):
         Gaussian.for_epsilon_delta(epsilon=0.5, delta=1e-5, sensitivity=1.0, method="exact")
 
 
@@ -221,8 +242,14 @@ def _bw_delta(sigma: float, eps: float, sens: float) -> float:
 
 @pytest.mark.parametrize(
     ("eps", "delta", "sens"),
-    [(5.0, 1e-3, 1.0), (10.0, 1e-3, 1.0), (40.0, 1e-5, 1.0), (1.0, 1e-5, 1e-6),
-     (1.0, 1e-5, 1e6), (0.3, 1e-8, 7.0)],
+    [
+        (5.0, 1e-3, 1.0),
+        (10.0, 1e-3, 1.0),
+        (40.0, 1e-5, 1.0),
+        (1.0, 1e-5, 1e-6),
+        (1.0, 1e-5, 1e6),
+        (0.3, 1e-8, 7.0),
+    ],
 )
 def test_analytic_sigma_is_safe_and_tight(eps: float, delta: float, sens: float) -> None:
     s = analytic_gaussian_sigma(epsilon=eps, delta=delta, sensitivity=sens)
@@ -246,7 +273,7 @@ def test_analytic_sigma_beyond_representable_scale_is_refused() -> None:
 
 
 def test_mechanism_half_width_is_the_quantile_at_the_confidence_asked() -> None:
-    cases = [
+    cases: list[tuple[Mechanism, Callable[[float, float], float]]] = [
         (DiscreteLaplace(epsilon=0.5, sensitivity=1), discrete_laplace_half_width),
         (DiscreteGaussian(rho=0.02, sensitivity=1), discrete_gaussian_half_width),
         (Laplace(epsilon=0.5, sensitivity=1.0), laplace_half_width),
@@ -306,7 +333,10 @@ def test_make_release_fields_given() -> None:
 def test_make_release_vector_without_labels_is_refused() -> None:
     with pytest.raises(InvalidPrivacyParameter, match="needs labels"):
         make_release(
-            DiscreteLaplace(epsilon=1.0, sensitivity=1), [1, 2], name="h", fingerprint="f",
+            DiscreteLaplace(epsilon=1.0, sensitivity=1),
+            [1, 2],
+            name="h",
+            fingerprint="f",
             noise=FixedNoise(),
         )
 
@@ -335,8 +365,15 @@ def test_ratio_value_is_offset_plus_n_over_d_at_least_one(n: float, d: float, va
 
 
 def test_ratio_fields() -> None:
-    num = _rel(30.0, "discrete_laplace", 2.0, name="total", privacy_unit="household",
-               window="2026-W47", cost=Cost.zcdp(0.1))
+    num = _rel(
+        30.0,
+        "discrete_laplace",
+        2.0,
+        name="total",
+        privacy_unit="household",
+        window="2026-W47",
+        cost=Cost.zcdp(0.1),
+    )
     den = _rel(10.0, "gaussian", 1.0, name="count", seeded=True, delta=1e-6, cost=Cost.zcdp(0.2))
     rel = ratio_release("mean_x", num, den, fingerprint="fp9")
     assert rel.name == "mean_x"
@@ -351,20 +388,32 @@ def test_ratio_fields() -> None:
     assert rel.confidence == 0.95
     assert rel.cost == Cost.zcdp(0.1) + Cost.zcdp(0.2)
     assert rel.notes == ("ratio of total and count; Monte Carlo interval",)
-    given = ratio_release("m", num, den, fingerprint="f", kind="proportion", unit="%",
-                          confidence=0.8)
+    given = ratio_release(
+        "m", num, den, fingerprint="f", kind="proportion", unit="%", confidence=0.8
+    )
     assert (given.kind, given.unit, given.confidence) == ("proportion", "%", 0.8)
-    both_unseeded = ratio_release("m", _rel(1.0, "laplace", 1.0), _rel(2.0, "laplace", 1.0),
-                                  fingerprint="f")
+    both_unseeded = ratio_release(
+        "m", _rel(1.0, "laplace", 1.0), _rel(2.0, "laplace", 1.0), fingerprint="f"
+    )
     assert both_unseeded.seeded is False
 
 
 def test_ratio_of_vectors_is_refused() -> None:
-    vec = Release(name="h", values=(1.0, 2.0), intervals=((0, 2), (1, 3)), mechanism="laplace",
-                  noise_scale=1.0, cost=Cost.pure(1), fingerprint="h", labels=("a", "b"))
+    vec = Release(
+        name="h",
+        values=(1.0, 2.0),
+        intervals=((0, 2), (1, 3)),
+        mechanism="laplace",
+        noise_scale=1.0,
+        cost=Cost.pure(1),
+        fingerprint="h",
+        labels=("a", "b"),
+    )
     scalar = _rel(3.0, "laplace", 1.0)
     for num, den in ((vec, scalar), (scalar, vec)):
-        with pytest.raises(InvalidPrivacyParameter, match=r"^ratio_release takes two scalar releases$"):
+        with pytest.raises(
+            InvalidPrivacyParameter, match=r"^ratio_release takes two scalar releases$"
+        ):
             ratio_release("m", num, den, fingerprint="f")
 
 
@@ -377,10 +426,13 @@ def test_ratio_of_a_derived_release_is_refused_by_name() -> None:
         ratio_release("m", derived, _rel(2.0, "laplace", 1.0), fingerprint="f")
 
 
-@pytest.mark.parametrize("mechanism", ["gaussian", "discrete_gaussian", "laplace",
-                                       "discrete_laplace"])
+@pytest.mark.parametrize(
+    "mechanism", ["gaussian", "discrete_gaussian", "laplace", "discrete_laplace"]
+)
 @pytest.mark.parametrize("confidence", [0.8, 0.95])
-def test_ratio_interval_is_the_central_quantile_of_the_noise(mechanism: str, confidence: float) -> None:
+def test_ratio_interval_is_the_central_quantile_of_the_noise(
+    mechanism: str, confidence: float
+) -> None:
     """With an exact denominator D = 10, the ratio is N/10 + Z/10: its quantiles are known."""
     scale = 50.0
     num = _rel(1000.0, mechanism, scale)
