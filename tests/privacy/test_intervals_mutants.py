@@ -100,9 +100,21 @@ def test_discrete_gaussian_without_spread_has_zero_half_width_even_at_extreme_co
 def test_discrete_gaussian_above_1e4_uses_the_rounded_up_continuous_quantile(
     confidence: float,
 ) -> None:
-    sigma = 2.5e4
-    expected = math.ceil(sigma * NormalDist().inv_cdf(1 - (1 - confidence) / 2))
-    assert discrete_gaussian_half_width(sigma, confidence) == expected
+    for sigma in (10000.5, 2.5e4):
+        expected = math.ceil(sigma * NormalDist().inv_cdf(1 - (1 - confidence) / 2))
+        assert discrete_gaussian_half_width(sigma, confidence) == expected
+
+
+@pytest.mark.parametrize("sigma", [1e3, 5e3, 1e4])
+@pytest.mark.parametrize("confidence", [0.9, 0.99, 0.999])
+def test_discrete_gaussian_up_to_1e4_is_the_exact_discrete_quantile(
+    sigma: float, confidence: float
+) -> None:
+    """For σ ≥ 1 the pmf sum over |k| ≤ h equals the normal mass of [−h − ½, h + ½] up to
+    e^(−2π²σ²) (Poisson summation), so the exact h is ⌈σ·z − ½⌉, one less than the
+    continuous quantile rounded up whenever the fractional part of σ·z is in (0, ½]."""
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+    assert discrete_gaussian_half_width(sigma, confidence) == math.ceil(sigma * z - 0.5)
 
 
 def test_seed_is_a_stable_63_bit_number() -> None:

@@ -257,11 +257,26 @@ def test_analytic_sigma_is_safe_and_tight(eps: float, delta: float, sens: float)
     assert _bw_delta(s * (1 - 1e-6), eps, sens) > delta
 
 
+def test_analytic_sigma_is_safe_at_a_huge_epsilon() -> None:
+    """ε = 800: Φ(−a−b) underflows to 0 at every σ; dropping that term only raises δ(σ)."""
+    s = analytic_gaussian_sigma(epsilon=800.0, delta=1e-5, sensitivity=1.0)
+    assert _bw_delta(s, 800.0, 1.0) <= 1e-5
+    assert 0.02 < s < 0.04  # where Φ(Δ/(2σ) − εσ/Δ) ≈ δ
+
+
 def test_analytic_sigma_scales_with_sensitivity() -> None:
     one = analytic_gaussian_sigma(epsilon=1.0, delta=1e-5, sensitivity=1.0)
-    for sens in (1e-6, 0.25, 8.0, 1e6):
+    for sens in (1e-8, 1e-6, 0.25, 8.0, 1e6):
         got = analytic_gaussian_sigma(epsilon=1.0, delta=1e-5, sensitivity=sens)
         assert got == pytest.approx(one * sens, rel=1e-9)
+
+
+def test_analytic_sigma_up_to_max_scale_is_returned() -> None:
+    """Scale invariance up to the largest scale: Δ = 2⁴⁰ needs σ ≈ 2760·Δ ∈ (2⁵¹, 2⁵²]."""
+    one = analytic_gaussian_sigma(epsilon=1e-4, delta=1e-4, sensitivity=1.0)
+    big = analytic_gaussian_sigma(epsilon=1e-4, delta=1e-4, sensitivity=2.0**40)
+    assert 2.0**51 < big <= MAX_SCALE
+    assert big == pytest.approx(one * 2.0**40, rel=1e-9)
 
 
 def test_analytic_sigma_beyond_representable_scale_is_refused() -> None:
