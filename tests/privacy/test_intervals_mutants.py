@@ -67,6 +67,29 @@ def test_discrete_laplace_half_width_at_a_huge_scale() -> None:
     assert 2 * t ** (h + 1) / (1 + t) <= 0.05 < 2 * t**h / (1 + t)
 
 
+def _tail_definition(scale: float, confidence: float) -> int:
+    """The docstring's definition: the smallest h ≥ 0 with P(|Z| > h) = 2t^(h+1)/(1+t) ≤ α."""
+    alpha, t = 1.0 - confidence, math.exp(-1.0 / scale)
+    h = 0
+    while 2.0 * t ** (h + 1) / (1.0 + t) > alpha:
+        h += 1
+    return h
+
+
+@pytest.mark.parametrize("scale", [0.5, 0.7, 1.0, 1.3, 2.0, 3.0, 5.0, 10.0])
+def test_discrete_laplace_half_width_at_ties(scale: float) -> None:
+    """Confidences where the tail at some n equals α (and the floats either side): the
+    closed form's logarithms round both ways there, and the result must still be the
+    smallest h whose tail fits."""
+    t = math.exp(-1.0 / scale)
+    for n in range(1, 60):
+        tail = 2.0 * t**n / (1.0 + t)
+        if not 1e-12 < tail < 0.999:
+            continue
+        for conf in (1.0 - tail, math.nextafter(1.0 - tail, 0.0), math.nextafter(1.0 - tail, 1.0)):
+            assert discrete_laplace_half_width(scale, conf) == _tail_definition(scale, conf)
+
+
 def test_gaussian_half_width_of_no_noise_is_zero() -> None:
     assert gaussian_half_width(0.0) == 0.0
     assert gaussian_half_width(0.0, 0.99) == 0.0

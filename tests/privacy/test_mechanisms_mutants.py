@@ -501,5 +501,6 @@ def test_top_k_may_select_every_item() -> None:
 def test_top_k_with_sensitivity_zero_is_exact_and_breaks_ties_by_position() -> None:
     assert permute_and_flip([3, 9, 1, 9], epsilon=1.0, sensitivity=0, k=3) == [1, 3, 0]
     assert permute_and_flip([2.5, 0.5], epsilon=1.0, sensitivity=0) == [0]
-    ties = [7.0] * 40
-    assert permute_and_flip(ties, epsilon=1.0, sensitivity=0, k=5) == [0, 1, 2, 3, 4]
+    ties = [float((7 * i) % 3) for i in range(40)]  # 40 scores, three distinct values
+    by_position = sorted(range(40), key=lambda i: -ties[i])  # Python's sort is stable
+    assert permute_and_flip(ties, epsilon=1.0, sensitivity=0, k=30) == by_position[:30]
