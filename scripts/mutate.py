@@ -40,6 +40,8 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "tests/privacy/test_mechanisms.py",
             "tests/privacy/test_intervals.py",
             "tests/privacy/test_top_k_calibration.py",
+            "tests/privacy/test_mechanisms_mutants.py",
+            "tests/privacy/test_intervals_mutants.py",
         ],
     ),
     "queries": (
