@@ -23,7 +23,10 @@ every check but positive-data acceptance.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,6 +51,12 @@ class AliceKey:
 
     def set(self, case: Any, data: str, ctx: Any) -> None:
         case.headers = {**(case.headers or {}), "Authorization": f"Bearer {data}"}
+
+
+# The documents are built at collection time by apps that open their stores (the LDP
+# report store, the ledger) relative to base_dir: keep them out of the working tree.
+_SCRATCH = tempfile.mkdtemp(prefix="dpllm-openapi-")
+atexit.register(shutil.rmtree, _SCRATCH, ignore_errors=True)
 
 
 def _valid_releases(ctx: Any, case: Any) -> Any:
@@ -76,7 +85,7 @@ def _document() -> dict[str, Any]:
     from dpllm.chat.protection import NoRedaction
     from dpllm.server import create_app
 
-    settings = Settings.parse(config_text("http://127.0.0.1:9/v1"), base_dir=".")
+    settings = Settings.parse(config_text("http://127.0.0.1:9/v1"), base_dir=_SCRATCH)
     return create_app(settings, redactor=NoRedaction()).openapi()
 
 
@@ -164,7 +173,7 @@ def _ldp_document() -> dict[str, Any]:
     from dpllm.chat.protection import NoRedaction
     from dpllm.server import create_app
 
-    settings = Settings.parse(config_text("http://127.0.0.1:9/v1", extra=LDP), base_dir=".")
+    settings = Settings.parse(config_text("http://127.0.0.1:9/v1", extra=LDP), base_dir=_SCRATCH)
     return create_app(settings, redactor=NoRedaction()).openapi()
 
 
