@@ -24,6 +24,7 @@ __all__ = [
     "granularity",
     "is_as_coarse_as",
     "outward",
+    "round_directed",
     "round_to",
 ]
 
@@ -86,7 +87,9 @@ def format_number(value: float, step: float, *, thousands: str = ",") -> str:
     return text
 
 
-def _directed(value: float, step: float, rounding: str) -> float:
+def round_directed(value: float, step: float, rounding: str) -> float:
+    """``value`` rounded to a multiple of ``step`` in ``rounding``'s direction
+    (``decimal.ROUND_FLOOR`` / ``ROUND_CEILING``), exactly, in decimal arithmetic."""
     q = Decimal(repr(step))
     ratio = Decimal(repr(value)) / q
     nearest = ratio.quantize(Decimal(1))
@@ -103,7 +106,7 @@ def outward(lo: float, hi: float, step: float) -> tuple[float, float]:
     never looks narrower than it is (``[895, 925]`` at step 10 is ``890 – 930``)."""
     if step <= 0:
         raise ValueError("step must be > 0")
-    return _directed(lo, step, ROUND_FLOOR), _directed(hi, step, ROUND_CEILING)
+    return round_directed(lo, step, ROUND_FLOOR), round_directed(hi, step, ROUND_CEILING)
 
 
 def format_interval(lo: float, hi: float, step: float, *, sep: str = " – ") -> str:

@@ -35,11 +35,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR
 
 from dpllm.errors import TemplateError
 from dpllm.release import Release
-from dpllm.rounding import decimals_for, granularity, round_to
+from dpllm.rounding import decimals_for, granularity, round_directed, round_to
 
 __all__ = [
     "DP_FILTER_NAMES",
@@ -99,18 +99,6 @@ def _scalar(release: object, filter_name: str) -> Release:
     return release
 
 
-def _directed(value: float, step: float, rounding: str) -> float:
-    q = Decimal(repr(step))
-    # A relative tolerance keeps float noise (0.19999999999999973) from moving a
-    # bound a whole step outwards.
-    ratio = Decimal(repr(value)) / q
-    nearest = ratio.quantize(Decimal(1))
-    if abs(ratio - nearest) <= Decimal("1e-9") * max(Decimal(1), abs(ratio)):
-        ratio = nearest
-    result = float(ratio.quantize(Decimal(1), rounding=rounding) * q)
-    return 0.0 if result == 0 else result
-
-
 def _fmt(value: float, step: float) -> str:
     # ``+ 0.0`` turns a negative zero into zero, so nothing prints "-0".
     return f"{value + 0.0:,.{decimals_for(step)}f}"
@@ -130,9 +118,9 @@ class _Figures:
         if release.kind == "count":
             floor = 0.0
         self.value = min(max(round_to(value, self.step), floor), ceil)
-        self.lo = min(max(_directed(lo, self.step, ROUND_FLOOR), floor), ceil)
-        self.hi = max(min(_directed(hi, self.step, ROUND_CEILING), ceil), floor)
-        self.half = _directed(half, self.step, ROUND_CEILING)
+        self.lo = min(max(round_directed(lo, self.step, ROUND_FLOOR), floor), ceil)
+        self.hi = max(min(round_directed(hi, self.step, ROUND_CEILING), ceil), floor)
+        self.half = round_directed(half, self.step, ROUND_CEILING)
         self.suffix = "%" if self.percent else ""
 
     def v(self) -> str:
