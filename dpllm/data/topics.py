@@ -47,7 +47,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpllm.data import bounded, sql
 from dpllm.data.base import Exact, Scope, _check_bound, _Priced, keyed_choice
@@ -241,8 +241,40 @@ def topic_scores_many(
     return [Exact(tuple(c), vocabulary.names) for c in counts]
 
 
+class _InEngine:
+    """The measure of the topic queries: texts bounded, matched and counted in the engine.
+
+    Shared by :class:`TopicCounts` and :class:`TopTopics`, which differ only in what
+    they publish (noisy counts, or a selection).
+    """
+
+    if TYPE_CHECKING:  # fields of the concrete queries
+        vocabulary: Vocabulary
+        max_texts: int
+        max_topics: int
+        name: str
+
+    def columns_needed(self) -> tuple[str, ...]:
+        return ("user", "timestamp", "text")
+
+    def measure(self, scope: Scope) -> Exact:
+        (exact,) = self.measure_spans(scope, [(scope.start, scope.end)])
+        return exact
+
+    def measure_spans(self, scope: Scope, spans: list[bounded.Span]) -> list[Exact]:
+        """The exact aggregate of each of ``spans`` (disjoint, sorted), from one statement."""
+        return topic_scores_many(
+            self.vocabulary,
+            scope,
+            spans,
+            max_texts=self.max_texts,
+            max_topics=self.max_topics,
+            query=self.name,
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
-class TopicCounts(_Priced):
+class TopicCounts(_InEngine, _Priced):
     """Number of users mentioning each topic of the public vocabulary.
 
     Bounds, applied in the engine's SQL (:func:`dpllm.data.bounded.topic_totals`):
@@ -273,24 +305,6 @@ class TopicCounts(_Priced):
         lim = min(self.max_topics, len(self.vocabulary.topics))
         return (self._mechanism(l1=lim, l2=math.sqrt(lim)),)
 
-    def columns_needed(self) -> tuple[str, ...]:
-        return ("user", "timestamp", "text")
-
-    def measure(self, scope: Scope) -> Exact:
-        (exact,) = self.measure_spans(scope, [(scope.start, scope.end)])
-        return exact
-
-    def measure_spans(self, scope: Scope, spans: list[bounded.Span]) -> list[Exact]:
-        """The exact aggregate of each of ``spans`` (disjoint, sorted), from one statement."""
-        return topic_scores_many(
-            self.vocabulary,
-            scope,
-            spans,
-            max_texts=self.max_texts,
-            max_topics=self.max_topics,
-            query=self.name,
-        )
-
     def publish(
         self,
         exact: Exact,
@@ -312,7 +326,7 @@ class TopicCounts(_Priced):
 
 
 @dataclass(frozen=True, kw_only=True)
-class TopTopics(_Priced):
+class TopTopics(_InEngine, _Priced):
     """The k most-mentioned topics, selected without releasing any count.
 
     Scores are the bounded per-topic user counts of :class:`TopicCounts`
@@ -348,24 +362,6 @@ class TopTopics(_Priced):
     def cost(self) -> Cost:
         assert self.epsilon is not None
         return Cost.pure(self.epsilon)
-
-    def columns_needed(self) -> tuple[str, ...]:
-        return ("user", "timestamp", "text")
-
-    def measure(self, scope: Scope) -> Exact:
-        (exact,) = self.measure_spans(scope, [(scope.start, scope.end)])
-        return exact
-
-    def measure_spans(self, scope: Scope, spans: list[bounded.Span]) -> list[Exact]:
-        """The exact aggregate of each of ``spans`` (disjoint, sorted), from one statement."""
-        return topic_scores_many(
-            self.vocabulary,
-            scope,
-            spans,
-            max_texts=self.max_texts,
-            max_topics=self.max_topics,
-            query=self.name,
-        )
 
     def publish(
         self,
