@@ -41,12 +41,11 @@ from __future__ import annotations
 import codecs
 import functools
 import json
-import os
 import signal
 import sqlite3
 import sys
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import IntEnum
 from pathlib import Path
@@ -56,11 +55,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
+from dpllm.cli._settings import (
+    CONFIG_ENV,
+    ConfigOption,
+    LedgerOverride,
+    find_config,
+    load_settings,
+    open_ledger,
+)
+
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
-
-    from dpllm.config import Settings
-    from dpllm.ledger.factory import ManagedLedger
 
 __all__ = [
     "CONFIG_ENV",
@@ -527,93 +532,6 @@ def steps(title: str, *, total: int) -> Iterator[Any]:
     ) as progress:
         task = progress.add_task(title, total=total)
         yield lambda description: progress.update(task, description=description, advance=1)
-
-
-# -- configuration and ledger ---------------------------------------------------------
-
-CONFIG_ENV = "DPLLM_CONFIG"
-CONFIG_NAME = "dpllm.toml"
-
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--config",
-        "-c",
-        help=f"The {CONFIG_NAME} (default: ./{CONFIG_NAME}, then ${CONFIG_ENV}, then defaults).",
-    ),
-]
-
-LedgerOverride = Annotated[
-    str | None,
-    typer.Option(
-        "--ledger",
-        help="Ledger URL: a file path, sqlite:///path or postgresql://user@host/db "
-        "(default: [ledger] url of the config, or $DPLLM_LEDGER).",
-    ),
-]
-
-
-def find_config(explicit: Path | None, *, cwd: Path, environ: Mapping[str, str]) -> Path | None:
-    """The config file a command reads: ``explicit``, ``cwd/dpllm.toml``, ``$DPLLM_CONFIG``.
-
-    Returns ``None`` when none applies (the command uses dpllm's defaults). A path
-    that does not exist is returned as is: loading it then fails with a clear error.
-    """
-    if explicit is not None:
-        return explicit
-    local = cwd / CONFIG_NAME
-    if local.is_file():
-        return local
-    named = environ.get(CONFIG_ENV, "").strip()
-    return Path(named) if named else None
-
-
-def load_settings(
-    explicit: Path | None,
-    *,
-    environ: Mapping[str, str] | None = None,
-    cwd: Path | None = None,
-    ledger: str | None = None,
-) -> Settings:
-    """The settings of a command: the found config (or defaults), environment applied.
-
-    Args:
-        explicit: ``-c/--config``.
-        environ: the environment (default ``os.environ``; read here, at the edge).
-        cwd: the working directory (default: the process's).
-        ledger: a ``--ledger`` URL, which wins over the config and ``$DPLLM_LEDGER``
-            (a relative path is relative to the working directory).
-
-    Raises:
-        ConfigError: the config cannot be read or is invalid (field and line named).
-    """
-    import dataclasses
-
-    from dpllm.config import Settings
-
-    environ = os.environ if environ is None else environ
-    cwd = Path.cwd() if cwd is None else cwd
-    path = find_config(explicit, cwd=cwd, environ=environ)
-    settings = Settings.load(path) if path is not None else Settings(base_dir=str(cwd))
-    settings = settings.from_env(environ)
-    if ledger is not None:
-        from dpllm.ledger.factory import ledger_kind
-
-        if ledger_kind(ledger) == "sqlite" and "://" not in ledger:
-            ledger = str((cwd / ledger).resolve())
-        settings = dataclasses.replace(settings, ledger=ledger)
-    return settings
-
-
-def open_ledger(settings: Settings, *, create: bool = True) -> ManagedLedger:
-    """The ledger ``settings`` name, SQLite or PostgreSQL (see the module docstring).
-
-    Raises:
-        ConfigError: an unknown URL scheme. LedgerUnavailable: it cannot be opened.
-    """
-    from dpllm.ledger.factory import open_ledger as open_url
-
-    return open_url(settings.ledger, base_dir=settings.base_dir, create=create)
 
 
 def exit_code(error: BaseException) -> int:
