@@ -165,6 +165,8 @@ def exit_code_for(exc: BaseException) -> ExitCode:
         return ExitCode.BUDGET  # exceeded, pending, in progress, failed-after-read
     if isinstance(exc, e.ModelError):
         return ExitCode.MODEL
+    if isinstance(exc, e.InvalidWindow):  # a malformed, future or unfinished week (a DataError)
+        return ExitCode.USAGE
     if isinstance(exc, e.InputError | e.ConfigError | e.InvalidPrivacyParameter):
         return ExitCode.USAGE
     if isinstance(exc, e.GuardError | e.TemplateError | e.UnsafeIdentifier):

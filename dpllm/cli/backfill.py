@@ -39,12 +39,17 @@ def _weeks(weeks: str | None, last: int | None) -> list[str]:
 
     if (weeks is None) == (last is None):
         raise typer.BadParameter("give --weeks FIRST..LAST or --last N", param_hint="--weeks")
+    today = dt.datetime.now(dt.UTC).date()
     if weeks is not None:
-        return parse_weeks(weeks)
-    assert last is not None
-    if not 1 <= last <= 520:
-        raise typer.BadParameter("must be 1 to 520", param_hint="--last")
-    return previous_weeks(last_complete_week(dt.datetime.now(dt.UTC).date()), last)
+        wanted = parse_weeks(weeks)
+    else:
+        assert last is not None
+        if not 1 <= last <= 520:
+            raise typer.BadParameter("must be 1 to 520", param_hint="--last")
+        wanted = previous_weeks(last_complete_week(today), last)
+    for w in wanted:  # complete weeks only, refused before anything is opened or asked
+        Window.parse(w).require_ready(today)
+    return wanted
 
 
 def _plan_lines(job: WeeklyJob, weeks: list[str]) -> tuple[list[str], int]:
@@ -58,7 +63,7 @@ def _plan_lines(job: WeeklyJob, weeks: list[str]) -> tuple[list[str], int]:
     measure = pool_path(job.settings)[0].measure
     sym = "ε" if measure.value == "pure" else "ρ"
     for week in weeks:
-        todo = job.uncached(Window.parse(week))
+        todo = job.to_pay(Window.parse(week))
         if not todo:
             continue
         fresh += len(todo)

@@ -177,9 +177,16 @@ def stats(
     from dpllm.errors import DataError, DPLLMError, InvalidWindow, WindowNotReady
     from dpllm.release import releases_document
     from dpllm.weekly.job import WeeklyJob
+    from dpllm.windows import Window
 
     if sum(x is not None for x in (week, weeks, since)) != 1:
         raise typer.BadParameter("give one of --week, --weeks or --since", param_hint="--week")
+    if dry_run and week is None:
+        raise typer.BadParameter(
+            "--dry-run prices one week: give --week (or run dpllm backfill, which shows the "
+            "cost of many weeks and asks before spending)",
+            param_hint="--dry-run",
+        )
     today = utc_today()
     wanted_weeks: list[str] = []
     window = parse_window_option(week)
@@ -192,6 +199,8 @@ def stats(
             from dpllm.cli.weekly import last_complete_week
 
             wanted_weeks = parse_weeks(f"{since}..{last_complete_week(today)}")
+        for w in wanted_weeks:  # every week complete (or opted in) before anything opens
+            Window.parse(w).require_ready(today, allow_incomplete=allow_incomplete)
     except (WindowNotReady, InvalidWindow, DataError) as exc:
         raise typer.BadParameter(
             str(exc), param_hint="--weeks" if week is None else "--week"
@@ -240,13 +249,19 @@ def stats(
                 with status(f"computing DP statistics for {len(wanted_weeks)} weeks"):
                     by_week = job.release_weeks(wanted_weeks)
                 balances = {w: job.ledger.balance(settings.plan_pool, w) for w in by_week}
-                _print_many(by_week, balances, settings.plan_pool, as_json=as_json)
+                _print_many(
+                    by_week,
+                    balances,
+                    settings.plan_pool,
+                    as_json=as_json,
+                    confidence=settings.confidence,
+                )
                 return
             if dry_run:
                 from dpllm.cli.weekly import _print_dry_run, dry_run_of
 
                 result, users = dry_run_of(job, window)
-                _print_dry_run(result, settings, users)
+                _print_dry_run(result, settings, users, as_json=as_json)
                 if not result.fits:
                     raise typer.Exit(ExitCode.BUDGET)
                 return
@@ -302,6 +317,7 @@ def _print_many(
     pool: str,
     *,
     as_json: bool,
+    confidence: float = 0.95,
 ) -> None:
     """Many weeks: one JSON object per week, or one table with a row per week and query."""
     if as_json:
@@ -322,7 +338,8 @@ def _print_many(
 
     first, last = next(iter(by_week)), list(by_week)[-1]
     t = Table(title=f"DP feedback statistics, {first} to {last} (privacy unit: user)")
-    for col in ("week", "query", "component", "estimate", "95% interval", "mechanism", "cost"):
+    level = f"{confidence * 100:g}% interval"
+    for col in ("week", "query", "component", "estimate", level, "mechanism", "cost"):
         t.add_column(col)
     for w, rels in by_week.items():
         for i, (name, rel) in enumerate(rels.items()):

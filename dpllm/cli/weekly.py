@@ -254,7 +254,7 @@ def weekly(
             if dry_run:
                 _dry_run(
                     settings, window, courses=DEMO_COURSES if demo else (), today=today,
-                    allow_incomplete=allow_incomplete,
+                    allow_incomplete=allow_incomplete, as_json=as_json,
                 )  # fmt: skip
                 return
             report, folder = _run(
@@ -383,6 +383,7 @@ def _dry_run(
     courses: tuple[str, ...],
     today: dt.date,
     allow_incomplete: bool,
+    as_json: bool = False,
 ) -> None:
     from dpllm.weekly.job import WeeklyJob
 
@@ -390,16 +391,52 @@ def _dry_run(
         settings, courses=courses, today=today, allow_incomplete=allow_incomplete
     ) as job:
         result, users = dry_run_of(job, week)
-    _print_dry_run(result, settings, users)
+    _print_dry_run(result, settings, users, as_json=as_json)
     if result.lint:
         raise typer.Exit(EXIT_ERROR)
     if not result.fits:
         raise typer.Exit(EXIT_BUDGET)
 
 
-def _print_dry_run(result: DryRun, settings: Settings, users: int) -> None:
+def _print_dry_run(
+    result: DryRun, settings: Settings, users: int, *, as_json: bool = False
+) -> None:
     from rich.console import Console
     from rich.table import Table
+
+    if as_json:
+        print_json(
+            {
+                "week": result.week,
+                "fits": result.fits,
+                "cost": result.cost.to_dict(),
+                "charged_nothing": True,
+                "assumed_active_users": users,
+                "confidence": settings.confidence,
+                "queries": [
+                    {
+                        "name": q.name,
+                        "cost": q.cost.to_dict(),
+                        "state": q.state,
+                        "expected_half_width": q.half_width,
+                        "stored_interval": None if q.interval is None else list(q.interval),
+                    }
+                    for q in result.queries
+                ],
+                "pools": [
+                    {
+                        "pool": p.now.pool,
+                        "remaining_now": p.now.remaining,
+                        "this_run": p.needed,
+                        "remaining_after": p.after,
+                        "fits": p.fits,
+                    }
+                    for p in result.pools
+                ],
+                "lint": list(result.lint),
+            }
+        )
+        return
 
     out = Console(highlight=False) if Console().is_terminal else Console(width=150)
     level = f"{settings.confidence:.0%}"

@@ -475,12 +475,9 @@ class WeeklyJob:
         self.ensure_pools()
         for key in keys:
             week = Window.parse(key)
-            todo = {
-                n: q
-                for n, q in queries.items()
-                if self.ledger.get_release(self.runner.query_id(q, week)) is None
-            }
-            self.check_budget(week, todo)
+            # Neither released nor already paid (an interrupted run's charges are taken
+            # over by release_many, free): the same rule as release().
+            self.check_budget(week, self.to_pay(week, queries))
         return self.runner.release_many(queries, keys)
 
     def history(

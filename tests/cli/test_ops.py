@@ -416,3 +416,17 @@ def test_the_resume_command_repeats_the_runs_options(tmp_path: Path) -> None:
         f"dpllm weekly -c '{tmp_path / 'my config.toml'}' --ledger postgresql://h/db "
         f"--out {tmp_path / 'out'} --lang zh --week {WEEK}"
     )
+
+
+def test_a_dry_run_speaks_json_when_asked(
+    tmp_path: Path, demo: tuple[Path, DemoData], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = write_config(tmp_path, demo[0])
+    monkeypatch.chdir(tmp_path)
+    code, out = invoke_json("weekly", "-c", str(config), "--week", WEEK, "--dry-run", "--json")
+    assert code == 0, out
+    plan = json.loads(out)  # stdout is one JSON document, nothing else
+    assert plan["week"] == WEEK and plan["fits"] is True and plan["charged_nothing"] is True
+    assert {q["state"] for q in plan["queries"]} == {"new"}
+    assert all(p["remaining_after"] <= p["remaining_now"] for p in plan["pools"])
+    assert not (tmp_path / "reports").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from dpllm.cli import app
@@ -89,3 +90,28 @@ def test_week_ranges() -> None:
     runner = CliRunner()
     both = runner.invoke(app, ["stats", "--week", "2026-W05", "--weeks", "2026-W01..2026-W05"])
     assert both.exit_code != 0 and "one of --week" in both.output
+
+
+def test_many_weeks_refuse_a_dry_run_and_unfinished_weeks_before_anything(tmp_path: Path) -> None:
+    import datetime as dt
+
+    from dpllm.cli._common import ExitCode, exit_code_for
+    from dpllm.errors import InvalidWindow
+    from dpllm.windows import Window
+
+    runner = CliRunner()
+    db, ledger = tmp_path / "demo.db", tmp_path / "ledger.db"
+    out = runner.invoke(app, ["demo-data", "--out", str(db), "--users", "50", "--weeks", "1"])
+    assert out.exit_code == 0, out.output
+    base = ["stats", "--data", str(db), "--ledger", str(ledger)]
+    # --dry-run prices one week; on a range it used to release every week (and spend).
+    dry = runner.invoke(app, [*base, "--weeks", "2026-W45..2026-W47", "--dry-run"])
+    assert dry.exit_code == ExitCode.USAGE and "--week" in dry.output, dry.output
+    # A range reaching past today is a usage error, refused before the ledger is opened.
+    later = Window.of(dt.datetime.now(dt.UTC).date() + dt.timedelta(weeks=3)).key
+    ahead = runner.invoke(app, [*base, "--weeks", f"2026-W45..{later}"])
+    assert ahead.exit_code == ExitCode.USAGE and "not complete" in ahead.output, ahead.output
+    assert not ledger.exists()
+    with pytest.raises(InvalidWindow) as caught:
+        Window.parse("2030-W01").require_ready(dt.date(2026, 12, 1))
+    assert exit_code_for(caught.value) == ExitCode.USAGE  # was 4: "data unavailable"

@@ -267,3 +267,35 @@ def test_release_weeks_charges_each_week_once_from_one_read(
         with pytest.raises(BudgetExceeded):  # the whole plan no longer fits W46's cap
             job.release_weeks(["2026-W44", "2026-W46"], {"x": FeedbackCount(epsilon=1.8)})
         assert job.ledger.balance("weekly", "2026-W44").spent == 0
+
+
+def test_release_weeks_takes_over_an_interrupted_runs_charges_without_counting_them_twice(
+    tmp_path: Path, demo: tuple[Path, DemoData]
+) -> None:
+    """A resumed backfill is checked against what it still has to pay, as release() is."""
+    db, _ = demo
+    base = settings_for(tmp_path, db)
+    with WeeklyJob(base) as probe:
+        trend = {n: probe.plan[n] for n in ("mean_rating", "feedback_count")}
+    cap = sum(q.cost.micro for q in trend.values())
+    # The weekly pool holds exactly the two releases of one week.
+    pools = tuple(
+        dataclasses.replace(p, window_cap=cap) if p.name == "weekly" else p for p in base.pools
+    )
+    settings = dataclasses.replace(base, pools=pools)
+    week = "2026-W46"
+    with WeeklyJob(settings) as job:
+        job.ensure_pools()
+        first = trend["mean_rating"]
+        # An earlier run paid mean_rating, read the data and was interrupted (Ctrl-C).
+        with pytest.raises(KeyboardInterrupt):
+            with job.ledger.charging(
+                query_id=job.runner.query_id(first, week), pool="weekly", window=week,
+                cost=first.cost,
+            ) as charge:  # fmt: skip
+                charge.data_read()
+                raise KeyboardInterrupt
+        assert job.states(week, trend)["mean_rating"] == "paid"
+        released = job.release_weeks([week], trend)  # was: BudgetExceeded (counted twice)
+        assert set(released[week]) == {"mean_rating", "feedback_count"}
+        assert job.ledger.balance("weekly", week).spent == cap
