@@ -59,7 +59,10 @@ from dpllm.cli._common import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from dpllm.config import Settings
+    from dpllm.release import Cost
     from dpllm.weekly.dryrun import DryRun
     from dpllm.weekly.job import WeeklyJob, WeeklyReport
     from dpllm.windows import Window
@@ -254,7 +257,7 @@ def weekly(
             if dry_run:
                 _dry_run(
                     settings, window, courses=DEMO_COURSES if demo else (), today=today,
-                    allow_incomplete=allow_incomplete, as_json=as_json,
+                    allow_incomplete=allow_incomplete, as_json=as_json, demo=demo,
                 )  # fmt: skip
                 return
             report, folder = _run(
@@ -384,6 +387,7 @@ def _dry_run(
     today: dt.date,
     allow_incomplete: bool,
     as_json: bool = False,
+    demo: bool = False,
 ) -> None:
     from dpllm.weekly.job import WeeklyJob
 
@@ -391,15 +395,40 @@ def _dry_run(
         settings, courses=courses, today=today, allow_incomplete=allow_incomplete
     ) as job:
         result, users = dry_run_of(job, week)
-    _print_dry_run(result, settings, users, as_json=as_json)
+        trend = _trend_to_pay(job, week) if demo else None
+    _print_dry_run(result, settings, users, as_json=as_json, trend=trend)
     if result.lint:
         raise typer.Exit(EXIT_ERROR)
     if not result.fits:
         raise typer.Exit(EXIT_BUDGET)
 
 
+def _trend_weeks(week: Window) -> tuple[Window, ...]:
+    """The earlier weeks whose trend figures the demo releases beside ``week``."""
+    return week.previous(8)[:-1]
+
+
+def _trend_to_pay(job: WeeklyJob, week: Window) -> dict[str, Cost]:
+    """What the demo's trend releases would charge, by week (weeks with nothing new left out)."""
+    from dpllm.release import Cost
+
+    trend = {n: job.plan[n] for n in TREND_QUERIES if n in job.plan}
+    measure = next(iter(trend.values())).cost.measure
+    out: dict[str, Cost] = {}
+    for earlier in _trend_weeks(week):
+        new = job.to_pay(earlier, trend)
+        if new:
+            out[earlier.key] = sum((q.cost for q in new.values()), Cost.zero(measure))
+    return out
+
+
 def _print_dry_run(
-    result: DryRun, settings: Settings, users: int, *, as_json: bool = False
+    result: DryRun,
+    settings: Settings,
+    users: int,
+    *,
+    as_json: bool = False,
+    trend: Mapping[str, Cost] | None = None,
 ) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -434,6 +463,11 @@ def _print_dry_run(
                     for p in result.pools
                 ],
                 "lint": list(result.lint),
+                **(
+                    {}
+                    if trend is None
+                    else {"trend_weeks": {w: c.to_dict() for w, c in trend.items()}}
+                ),
             }
         )
         return
@@ -479,6 +513,22 @@ def _print_dry_run(
         + (f"{len(result.lint)} lint finding(s)" if result.lint else "lint clean")
         + f". Expected intervals assume {users} active users (a public guess, not the data)."
     )
+    if trend is not None:
+        out.print(
+            f"the demo also releases the trend figures ({', '.join(TREND_QUERIES)}) of the "
+            f"7 weeks before, each charged to its own week: {_describe_trend(trend)}."
+        )
+
+
+def _describe_trend(trend: Mapping[str, Cost]) -> str:
+    if not trend:
+        return "all stored already, nothing to charge"
+    costs = {c.describe() for c in trend.values()}
+    if len(costs) == 1:
+        weeks = list(trend)
+        span = weeks[0] if len(weeks) == 1 else f"{weeks[0]}…{weeks[-1]}"
+        return f"{span} ({len(weeks)} week(s)), {costs.pop()} each"
+    return "; ".join(f"{w} {c.describe()}" for w, c in trend.items())
 
 
 def _run(
@@ -518,7 +568,7 @@ def _run(
                     # trend chart has points (each week charged once, to its own window).
                     step("trend weeks")
                     trend = {n: job.plan[n] for n in TREND_QUERIES if n in job.plan}
-                    earlier = [w.key for w in week.previous(8)[:-1]]
+                    earlier = [w.key for w in _trend_weeks(week)]
                     job.release_weeks(earlier, trend)  # one read for all
                 report = job.run(week, progress=step)
                 step("writing report.md, report.json and the charts")

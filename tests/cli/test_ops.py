@@ -430,3 +430,26 @@ def test_a_dry_run_speaks_json_when_asked(
     assert {q["state"] for q in plan["queries"]} == {"new"}
     assert all(p["remaining_after"] <= p["remaining_now"] for p in plan["pools"])
     assert not (tmp_path / "reports").exists()
+
+
+def test_a_demo_dry_run_prices_the_trend_weeks_too(
+    tmp_path: Path, demo: tuple[Path, DemoData]
+) -> None:
+    """``weekly --demo`` also releases the trend figures of the 7 weeks before: the dry run
+    shows what they would charge, and leaves out weeks already stored."""
+    from dpllm.cli.weekly import TREND_QUERIES, _trend_to_pay
+    from dpllm.weekly.job import WeeklyJob
+    from dpllm.windows import Window
+    from tests.weekly.helpers import settings_for
+
+    settings = settings_for(tmp_path, demo[0])
+    week = Window.parse(WEEK)
+    with WeeklyJob(settings) as job:
+        per_week = sum(job.plan[n].cost.micro for n in TREND_QUERIES)
+        before = _trend_to_pay(job, week)
+        assert list(before) == [w.key for w in week.previous(8)[:-1]]
+        assert {c.micro for c in before.values()} == {per_week}
+        stored = ["2026-W41", "2026-W45"]
+        job.release_weeks(stored, {n: job.plan[n] for n in TREND_QUERIES})
+        after = _trend_to_pay(job, week)
+    assert set(after) == set(before) - set(stored)
