@@ -8,9 +8,9 @@ import pytest
 from typer.testing import CliRunner
 
 from dpllm.cli import app
-from dpllm.cli.weekly import EXIT_BUDGET, example_config
+from dpllm.cli.weekly import EXIT_BUDGET
 from dpllm.ledger.sqlite import SQLiteLedger
-from tests.weekly.helpers import make_demo
+from tests.weekly.helpers import demo_config, make_demo
 
 WEEKS = ("2026-W45", "2026-W46", "2026-W47")
 
@@ -18,11 +18,7 @@ WEEKS = ("2026-W45", "2026-W46", "2026-W47")
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
     db, _ = make_demo(tmp_path)
-    text = example_config().replace('path = "demo.db"', f'path = "{db}"')
-    text = text.replace('url = ".dpllm/ledger.db"', f'url = "{tmp_path / "ledger.db"}"')
-    path = tmp_path / "dpllm.toml"
-    path.write_text(text, encoding="utf-8")
-    return path
+    return demo_config(tmp_path, db, ledger=str(tmp_path / "ledger.db"))
 
 
 def _spent(config: Path) -> list[int]:

@@ -16,14 +16,13 @@ from typer.testing import CliRunner
 
 from dpllm.cli import app
 from dpllm.cli._common import find_config, load_settings
-from dpllm.cli.weekly import example_config
 from dpllm.config import Settings
 from dpllm.data.demo import DemoData
 from dpllm.errors import ConfigError, RunLocked
 from dpllm.ledger.factory import ledger_kind, open_ledger
 from dpllm.testing import FakeOpenAIServer
 from dpllm.weekly.wiring import _NoRedaction, build_plan
-from tests.weekly.helpers import WEEK, make_demo
+from tests.weekly.helpers import WEEK, demo_config, make_demo
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -41,13 +40,7 @@ def no_presidio(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def write_config(folder: Path, db: Path, *, ledger: str = "ledger.db", extra: str = "") -> Path:
-    text = example_config().replace('path = "demo.db"', f'path = "{db}"')
-    text = text.replace('url = ".dpllm/ledger.db"', f'url = "{ledger}"')
-    text = text.replace("[redaction]\nenabled = true", "[redaction]\nenabled = false", 1)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "dpllm.toml"
-    path.write_text(text + extra, encoding="utf-8")
-    return path
+    return demo_config(folder, db, ledger=ledger, redaction=False, extra=extra)
 
 
 def plan_cost(config: Path) -> int:

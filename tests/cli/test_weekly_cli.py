@@ -22,7 +22,14 @@ from dpllm.cli.weekly import (
 from dpllm.config import Settings
 from dpllm.data.demo import DemoData
 from dpllm.testing import FakeOpenAIServer
-from tests.weekly.helpers import WEEK, make_demo, pii_values, scan_outputs, shared_redactor
+from tests.weekly.helpers import (
+    WEEK,
+    demo_config,
+    make_demo,
+    pii_values,
+    scan_outputs,
+    shared_redactor,
+)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -39,11 +46,7 @@ def fast_redactor(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _config(folder: Path, db: Path, *, extra: str = "", weekly_cap: str = "1.8") -> Path:
-    text = example_config().replace('path = "demo.db"', f'path = "{db}"')
-    text = text.replace("window_cap = 1.8", f"window_cap = {weekly_cap}")
-    path = folder / "dpllm.toml"
-    path.write_text(text + extra, encoding="utf-8")
-    return path
+    return demo_config(folder, db, weekly_cap=weekly_cap, extra=extra)
 
 
 def _weekly(*args: str) -> tuple[int, str]:

@@ -22,6 +22,35 @@ def make_demo(folder: Path) -> tuple[Path, DemoData]:
     return db, data
 
 
+def demo_config(
+    folder: Path,
+    db: Path,
+    *,
+    ledger: str | None = None,
+    redaction: bool = True,
+    weekly_cap: str | None = None,
+    extra: str = "",
+) -> Path:
+    """``folder/dpllm.toml``: the example configuration (``dpllm init``) reading ``db``.
+
+    ``ledger`` replaces the ledger URL, ``weekly_cap`` the plan pool's window cap,
+    ``redaction=False`` turns redaction off; ``extra`` is appended as is.
+    """
+    from dpllm.cli.weekly import example_config
+
+    text = example_config().replace('path = "demo.db"', f'path = "{db}"')
+    if ledger is not None:
+        text = text.replace('url = ".dpllm/ledger.db"', f'url = "{ledger}"')
+    if weekly_cap is not None:
+        text = text.replace("window_cap = 1.8", f"window_cap = {weekly_cap}")
+    if not redaction:
+        text = text.replace("[redaction]\nenabled = true", "[redaction]\nenabled = false", 1)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "dpllm.toml"
+    path.write_text(text + extra, encoding="utf-8")
+    return path
+
+
 def settings_for(root: Path, db: Path, **changes: object) -> Settings:
     """The demo settings rooted at ``root`` (own ledger and reports), reading ``db``."""
     root.mkdir(parents=True, exist_ok=True)
