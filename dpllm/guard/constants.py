@@ -15,10 +15,11 @@ Pure text processing; no I/O.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable
 
-__all__ = ["constant_for", "constant_spans"]
+__all__ = ["ConstantIndex", "constant_for", "constant_spans"]
 
 _ZH_DIGITS = "零〇一二两三四五六七八九"
 _MONTHS = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
@@ -129,3 +130,33 @@ def constant_for(spans: list[tuple[int, int, str]], start: int, end: int) -> str
         if lo <= start and end <= hi:
             return reason
     return None
+
+
+class ConstantIndex:
+    """:func:`constant_for` over many figures: the spans sorted once, each lookup a bisection.
+
+    A span holding ``start``–``end`` begins in ``[end - longest span, start]``, so only
+    those few are looked at; among them the first in ``spans`` order wins, as in
+    :func:`constant_for`.
+    """
+
+    __slots__ = ("_his", "_longest", "_los", "_order", "_reasons")
+
+    def __init__(self, spans: list[tuple[int, int, str]]) -> None:
+        order = sorted(range(len(spans)), key=lambda i: spans[i][0])
+        self._order = order
+        self._los = [spans[i][0] for i in order]
+        self._his = [spans[i][1] for i in order]
+        self._reasons = [spans[i][2] for i in order]
+        self._longest = max((hi - lo for lo, hi, _ in spans), default=0)
+
+    def find(self, start: int, end: int) -> str | None:
+        """The reason of the first span holding ``start``–``end``, or ``None``."""
+        los = self._los
+        k = bisect.bisect_left(los, end - self._longest)
+        stop = bisect.bisect_right(los, start, k)
+        best = -1
+        for j in range(k, stop):
+            if end <= self._his[j] and (best < 0 or self._order[j] < self._order[best]):
+                best = j
+        return None if best < 0 else self._reasons[best]

@@ -37,10 +37,10 @@ Pure text processing; no I/O.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from decimal import Decimal
 
-from dpllm.guard.constants import constant_for, constant_spans
+from dpllm.guard.constants import ConstantIndex, constant_spans
 from dpllm.guard.numerals import (
     english_fractions,
     english_numbers,
@@ -118,7 +118,6 @@ _ZH_STOP = (
     "一点点 有点 之一 一边 一面 一同 一共 一再 一向 一度 一味 一律 一时 一会 一番 一生 "
     "不一 同一 一般 一对一 三心二意 一五一十 百分百 万分 一成不变 一次 一半"
 ).split()
-_ZH_STOP_MAX = max(len(w) for w in _ZH_STOP)
 # Every start position of a stop word (overlapping ones too), longest alternative first.
 _ZH_STOP_AT = re.compile("(?=(" + "|".join(sorted(set(_ZH_STOP), key=len, reverse=True)) + "))")
 _MAGNITUDE = re.compile(
@@ -183,15 +182,37 @@ _BOUND_LAST = frozenset("nrwtoe g于到足多过逾少".replace(" ", ""))
 
 
 _FULLWIDTH_FORMS = re.compile(r"[\uff01-\uff5e]")
+# The full-width characters _FULLWIDTH folds (a subset of _FULLWIDTH_FORMS).
+_FOLDED = re.compile("[" + "".join(re.escape(chr(k)) for k in _FULLWIDTH if k > 0x7F) + "]")
+
+
+def ascii_lower(text: str) -> str:
+    """``text`` with only A–Z lower-cased (same length, same offsets).
+
+    ``bytes.lower()`` touches ASCII letters only and UTF-8 leaves every other
+    character's bytes ≥ 0x80, so this equals ``text.translate({A–Z → a–z})``
+    at a fraction of its cost on non-ASCII text (``translate`` with a dict looks
+    up every character).
+    """
+    if text.isascii():
+        return text.lower()
+    return text.encode("utf-8", "surrogatepass").lower().decode("utf-8", "surrogatepass")
+
+
+def _fold_width(match: re.Match[str]) -> str:
+    return chr(_FULLWIDTH[ord(match.group(0))])
 
 
 def normalise(text: str) -> str:
     """Full-width forms folded, letters lower-cased: same length, same offsets."""
     if _FULLWIDTH_FORMS.search(text) is not None:
-        return text.translate(_FULLWIDTH)
+        # The same as text.translate(_FULLWIDTH): ASCII letters lower-cased, the
+        # full-width digits and signs folded; other characters left as they are.
+        lowered = ascii_lower(text)
+        return _FOLDED.sub(_fold_width, lowered) if _FOLDED.search(lowered) else lowered
     lowered = text.lower()  # far faster than translate(); keeps offsets unless a
     # character lower-cases into two ("İ" → "i̇"), then fall back to ASCII only
-    return lowered if len(lowered) == len(text) else text.translate(_FULLWIDTH)
+    return lowered if len(lowered) == len(text) else ascii_lower(text)
 
 
 def text_language(text: str) -> str:
@@ -199,7 +220,7 @@ def text_language(text: str) -> str:
     return "zh" if _CJK.search(text) else "en"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs ~5× more
 class _Raw:
     start: int
     end: int
@@ -223,15 +244,19 @@ def _step_of_int(value: int) -> Decimal | None:
     return _pow10(zeros)
 
 
-def _zh_stops(text: str) -> dict[int, int]:
-    """Where a stop word starts → its length (the longest there), found in one pass."""
-    return {m.start(): len(m.group(1)) for m in _ZH_STOP_AT.finditer(text)}
+def _zh_stops(text: str) -> set[int]:
+    """Every position some stop word covers, found in one pass.
 
-
-def _zh_stop(stops: dict[int, int], start: int) -> bool:
-    # A stop word begins at or before the numeral ("统一", "一些") and covers its first
-    # character; one that begins inside it ("七十一次" holds "一次") leaves it alone.
-    return any(stops.get(p, 0) > start - p for p in range(start - _ZH_STOP_MAX + 1, start + 1))
+    A numeral starting at a covered position is a stop word's ("统一", "一些"):
+    the stop word begins at or before it and covers its first character; one that
+    begins inside it ("七十一次" holds "一次") leaves it alone, as only positions
+    from the stop word's start on are covered.
+    """
+    covered: set[int] = set()
+    for m in _ZH_STOP_AT.finditer(text):
+        p = m.start()
+        covered.update(range(p, p + len(m.group(1))))
+    return covered
 
 
 def _arabic(norm: str) -> list[_Raw]:
@@ -265,7 +290,7 @@ def _arabic(norm: str) -> list[_Raw]:
 
 def _chinese(norm: str, taken: list[tuple[int, int]]) -> list[_Raw]:
     out: list[_Raw] = []
-    stops: dict[int, int] | None = None
+    stops: set[int] | None = None
     covered = {i for lo, hi in taken for i in range(lo, hi)}
     for m in _ZH_NUM.finditer(norm):
         start, end = m.start(), m.end()
@@ -281,7 +306,7 @@ def _chinese(norm: str, taken: list[tuple[int, int]]) -> list[_Raw]:
         int_part, _, frac = chars.partition("点")
         if stops is None:
             stops = _zh_stops(norm)
-        if not percent and _zh_stop(stops, m.start()):
+        if not percent and m.start() in stops:
             continue
         parsed = parse_zh_int(int_part) if int_part else 0
         if parsed is None:
@@ -301,9 +326,11 @@ def _chinese(norm: str, taken: list[tuple[int, int]]) -> list[_Raw]:
 
 def _tenths(norm: str, raw: _Raw, int_part: str) -> _Raw | None:
     """六成 = 60%, 六成二 = 62%, 八折 = 80%, 八五折 = 85%, 8.5折 = 85% (in points)."""
+    if raw.percent or norm[raw.end : raw.end + 1] not in ("成", "折"):
+        return None  # (the common case, without a regular expression)
     t = _TENTHS.match(norm, raw.end)
     after = norm[t.end() : t.end() + 1] if t else ""
-    if t is None or raw.percent or (after and after in _TENTHS_NOT):
+    if t is None or (after and after in _TENTHS_NOT):
         return None
     value, step = raw.value, raw.step
     if len(int_part) == 2 and all(c in "零〇一二两三四五六七八九" for c in int_part):
@@ -393,10 +420,10 @@ class _Draft:
     quantity: bool = False
 
 
-def _decorate(norm: str, raw: _Raw, spans: list[tuple[int, int, str]]) -> _Draft:
+def _decorate(norm: str, raw: _Raw, spans: ConstantIndex) -> _Draft:
     d = _Draft(raw.start, raw.end, raw.end, raw.value, raw.step, raw.percent, raw.plain)
     d.factor, d.words, d.decimal, d.quantity = raw.factor, raw.words, raw.decimal, raw.quantity
-    d.constant = constant_for(spans, raw.start, raw.end)
+    d.constant = spans.find(raw.start, raw.end)
     if d.constant is not None and d.constant not in _DECORATED_CONSTANTS:
         return d  # a date or a week: its neighbours' words do not matter
     end = raw.end
@@ -599,7 +626,7 @@ def extract_mentions(text: str) -> list[NumberMention]:
     raws = _raw_numbers(norm)
     if not raws:
         return []
-    spans = constant_spans(norm, [r.start for r in raws])
+    spans = ConstantIndex(constant_spans(norm, [r.start for r in raws]))
     drafts = [_decorate(norm, raw, spans) for raw in raws]
     mentions: list[NumberMention] = []
     for d in _merge(norm, drafts):
@@ -607,26 +634,57 @@ def extract_mentions(text: str) -> list[NumberMention]:
         if d.currency:
             key = CURRENCY_PREFIXES.get(d.currency.lower(), key)
         category = "percent" if d.percent else _CATEGORY_OF_KEY.get(key, key or None)
-        lo = d.value if d.lo is None else d.lo
-        hi = d.value if d.hi is None else d.hi
+        value = _float(d.value)
         mentions.append(
-            NumberMention(
-                span=(d.start, d.end),
-                text=text[d.start : d.end],
-                value=float(d.value),
-                step=float("inf") if d.step is None else float(d.step),
-                is_range=d.lo is not None,
-                lo=float(lo),
-                hi=float(hi),
-                approx=d.approx,
-                percent=d.percent,
-                unit=d.unit or d.currency,
-                category=category,
-                bound=d.bound,
-                constant=_public(d, category),
-                unit_key="share" if d.percent else key,
-                decimal=d.decimal and not d.percent,
-                num_end=d.num_end,
+            _new_mention(
+                (d.start, d.end),
+                text[d.start : d.end],
+                value,
+                _INF if d.step is None else _float(d.step),
+                d.lo is not None,
+                value if d.lo is None else _float(d.lo),
+                value if d.hi is None else _float(d.hi),
+                d.approx,
+                d.percent,
+                d.unit or d.currency,
+                category,
+                d.bound,
+                _public(d, category),
+                "share" if d.percent else key,
+                d.decimal and not d.percent,
+                d.num_end,
             )
         )
     return mentions
+
+
+_INF = float("inf")
+_FLOATS: dict[Decimal, float] = {}
+
+
+def _float(value: Decimal) -> float:
+    """``float(value)``, remembered: ``Decimal.__float__`` goes through a string (~1 µs).
+
+    Zero is not remembered (``-0`` and ``0`` are equal keys but different floats).
+    """
+    f = _FLOATS.get(value)
+    if f is None:
+        f = float(value)
+        if value:
+            if len(_FLOATS) >= 4096:
+                _FLOATS.clear()
+            _FLOATS[value] = f
+    return f
+
+
+# NumberMention's slots, set directly: a frozen dataclass's __init__ goes through
+# object.__setattr__ for every field (~5× the cost), and extraction builds one per figure.
+_MENTION_SLOTS = tuple(getattr(NumberMention, f.name).__set__ for f in fields(NumberMention))
+
+
+def _new_mention(*values: object) -> NumberMention:
+    """A :class:`NumberMention` from all its fields, in declaration order."""
+    m = object.__new__(NumberMention)
+    for put, v in zip(_MENTION_SLOTS, values, strict=True):
+        put(m, v)
+    return m
