@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import NamedTuple
 
@@ -64,7 +65,39 @@ _EN_NUMBER = re.compile(
     rf"(?:\s+(?P<mag>thousand|million|billion))?"
     rf"(?P<dozen>\s*dozen)?)\b(?!-)"
 )
-_FIRST_WORD = re.compile(rf"\b(?:{_W}|a|an|half)\b")
+
+
+def _at_word_start(word: str) -> str:
+    """``\bword`` written as ``w(?<=\bw)ord``: a pattern whose branches all begin with a
+    literal is scanned for those first characters in C; one that begins with ``\b``
+    is tried at every position."""
+    first = re.escape(word[0])
+    return rf"{first}(?<=\b{first}){re.escape(word[1:])}"
+
+
+# "\b(?:{_W}|a|an|half)\b", scanned fast (see _at_word_start).
+_FIRST_WORD = re.compile(
+    "|".join(rf"{_at_word_start(w)}\b" for w in [*_SMALL, *_MAGS, "a", "an", "half"])
+)
+# Where an _EN_NUMBER match can begin: a word start followed by one of its first words.
+_NUMBER_START = re.compile("|".join(_at_word_start(w) for w in [*_SMALL, *_MAGS, "a", "half"]))
+
+
+def _number_matches(text: str) -> Iterator[re.Match[str]]:
+    """``_EN_NUMBER.finditer(text)``, tried only where a number word begins.
+
+    The same matches: finditer tries every position from the last match's end and
+    yields the first that matches; here the positions where no number word begins
+    (where _EN_NUMBER cannot match) are skipped by a fast scan.
+    """
+    pos = 0
+    while (start := _NUMBER_START.search(text, pos)) is not None:
+        m = _EN_NUMBER.match(text, start.start())
+        if m is None:
+            pos = start.start() + 1
+            continue
+        yield m
+        pos = m.end()  # never empty: a match holds at least one word
 
 
 def _int_words(words: str) -> int | None:
@@ -84,7 +117,7 @@ def english_numbers(text: str) -> list[WordNumber]:
     out: list[WordNumber] = []
     if _FIRST_WORD.search(text) is None:  # most texts: no number word at all
         return out
-    for m in _EN_NUMBER.finditer(text):
+    for m in _number_matches(text):
         if m.group("half"):
             out.append(WordNumber(m.start(), m.end(), Decimal(6), Decimal(1)))
             continue
@@ -135,6 +168,8 @@ _DENOMINATORS = {
     "fourth": 4, "fourths": 4, "fifth": 5, "fifths": 5, "tenth": 10, "tenths": 10,
 }  # fmt: skip
 _PART_OF = ("the ", "first ", "second ", "latter ", "last ", "other ")
+# Every _EN_FRACTION match holds one of these: texts without any skip the full pattern.
+_DENOMINATOR_OF = re.compile("|".join(rf"{d}(?=\s+of\b)" for d in _DENOMINATORS))
 _EN_FRACTION = re.compile(
     r"\b(?:(a|an|one|two|three|four|five|six|seven|eight|nine)[\s-]+)?"
     rf"({'|'.join(_DENOMINATORS)})(?=\s+of\b)"
@@ -149,7 +184,7 @@ def english_fractions(text: str) -> list[WordNumber]:
     The precision is :func:`fraction_step` of the denominator.
     """
     out: list[WordNumber] = []
-    if " of" not in text:
+    if " of" not in text or _DENOMINATOR_OF.search(text) is None:
         return out
     for m in _EN_FRACTION.finditer(text):
         word = m.group(1)
