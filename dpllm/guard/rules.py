@@ -418,13 +418,13 @@ class Guard:
         then the releases of the figure's unit, then every release the figure's
         form fits, nearest by value (a generic word — "average", "share" — breaks ties).
         """
-        key = _fit_key(m)
-        fitting = self._fits.get(key)
+        form = _fit_key(m)
+        fitting = self._fits.get(form)
         if fitting is None:
             fitting = tuple(
                 (i, t, f) for i, t in enumerate(self._targets) if (f := _fit(m, t)) is not None
             )
-            self._fits[key] = fitting
+            self._fits[form] = fitting
         if not fitting:
             return None, [], False
         fits = [(t, f) for _, t, f in fitting]
