@@ -77,9 +77,10 @@ _AFTER_WORD: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = tuple(
             r"(?:,?\s+\d{4})?\b",
             ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"),
         ),
-        ("week", r"\b(?:week|wk)\s*#?\s*\d{1,2}\b", ("week", "wk")),
+        # "\b(?:week|wk)…" with the word boundary checked after the "w" (scanned in C).
+        ("week", r"w(?<=\bw)(?:eek|k)\s*#?\s*\d{1,2}\b", ("week", "wk")),
         ("ordinal", rf"第\s*{_NUMLIKE}", ("第",)),
-        ("ordinal", r"#\d+\b|\btop[- ]\d+\b", ("#", "top")),
+        ("ordinal", r"#\d+\b|t(?<=\bt)op[- ]\d+\b", ("#", "top")),
         ("ordinal", r"前\s*[\d一二三四五六七八九十]+", ("前",)),
         (
             "privacy-parameter",

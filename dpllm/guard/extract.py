@@ -226,17 +226,46 @@ def text_language(text: str) -> str:
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs ~5× more
-class _Raw:
+class _Draft:
+    """A number as read (its digits or words), then decorated (its words around) in place."""
+
     start: int
     end: int
+    num_end: int
     value: Decimal
-    step: Decimal | None  # None: infinitely coarse (a literal zero)
+    step: Decimal | None
     percent: bool
-    plain: bool = False  # plain ASCII digits, no separator, decimal or magnitude
-    factor: int = 1  # the magnitude written after it (1.2k → 1000)
-    words: bool = False  # written in words (English or Chinese)
-    decimal: bool = False  # a decimal fraction was written (0.62, 四点三)
-    quantity: bool = False  # a quantity word ("a dozen"), never mere wording
+    plain: bool = False
+    approx: bool = False
+    unit: str = ""
+    bound: str | None = None
+    constant: str | None = None
+    lo: Decimal | None = None
+    hi: Decimal | None = None
+    factor: int = 1
+    words: bool = False
+    decimal: bool = False
+    currency: str = ""
+    quantity: bool = False
+
+
+def _raw(
+    start: int,
+    end: int,
+    value: Decimal,
+    step: Decimal | None,  # None: infinitely coarse (a literal zero)
+    percent: bool,
+    plain: bool = False,  # plain ASCII digits, no separator, decimal or magnitude
+    factor: int = 1,  # the magnitude written after it (1.2k → 1000)
+    words: bool = False,  # written in words (English or Chinese)
+    decimal: bool = False,  # a decimal fraction was written (0.62, 四点三)
+    quantity: bool = False,  # a quantity word ("a dozen"), never mere wording
+) -> _Draft:
+    """A number as read, before :func:`_decorate` (positional: the cheapest construction)."""
+    return _Draft(
+        start, end, end, value, step, percent, plain, False, "", None, None, None, None,
+        factor, words, decimal, "", quantity,
+    )  # fmt: skip
 
 
 def _step_of_int(value: int) -> Decimal | None:
@@ -268,8 +297,8 @@ def _zh_stops(text: str) -> set[int]:
     return covered
 
 
-def _arabic(norm: str) -> list[_Raw]:
-    out: list[_Raw] = []
+def _arabic(norm: str) -> list[_Draft]:
+    out: list[_Draft] = []
     for m in _ARABIC.finditer(norm):
         int_text = m.group(1).translate(_DROP_SEPARATORS)
         frac = m.group(2) or ""
@@ -293,17 +322,19 @@ def _arabic(norm: str) -> list[_Raw]:
         if percent:
             start -= len(prefix) - prefix.rfind("百分之")
         plain = not mag and not frac and m.group(1).isdigit()
-        out.append(_Raw(start, end, value, step, percent, plain, factor, decimal=bool(frac)))
+        out.append(_raw(start, end, value, step, percent, plain, factor, decimal=bool(frac)))
     return out
 
 
-def _chinese(norm: str, taken: list[tuple[int, int]]) -> list[_Raw]:
-    out: list[_Raw] = []
+def _chinese(norm: str, taken: list[tuple[int, int]]) -> list[_Draft]:
+    out: list[_Draft] = []
     stops: set[int] | None = None
-    covered = {i for lo, hi in taken for i in range(lo, hi)}
+    covered: set[int] | None = None
     for m in _ZH_NUM.finditer(norm):
         start, end = m.start(), m.end()
         chars = m.group(0)
+        if covered is None:
+            covered = {i for lo, hi in taken for i in range(lo, hi)}
         if start in covered or not chars.strip("百千万亿"):
             continue  # a magnitude suffix of an Arabic number, or a lone multiplier
         percent = False
@@ -328,12 +359,12 @@ def _chinese(norm: str, taken: list[tuple[int, int]]) -> list[_Raw]:
         if per == "千分之":  # per mille, read in points
             value /= 10
             step = None if step is None else step / 10
-        raw = _Raw(start, end, value, step, percent, words=True, decimal=bool(frac))
+        raw = _raw(start, end, value, step, percent, words=True, decimal=bool(frac))
         out.append(_tenths(norm, raw, int_part) or raw)
     return out
 
 
-def _tenths(norm: str, raw: _Raw, int_part: str) -> _Raw | None:
+def _tenths(norm: str, raw: _Draft, int_part: str) -> _Draft | None:
     """六成 = 60%, 六成二 = 62%, 八折 = 80%, 八五折 = 85%, 8.5折 = 85% (in points)."""
     if raw.percent or norm[raw.end : raw.end + 1] not in ("成", "折"):
         return None  # (the common case, without a regular expression)
@@ -345,7 +376,7 @@ def _tenths(norm: str, raw: _Raw, int_part: str) -> _Raw | None:
     if len(int_part) == 2 and all(c in "零〇一二两三四五六七八九" for c in int_part):
         value = Decimal("零一二三四五六七八九".find(int_part[0].replace("两", "二")) * 10)
         value += Decimal(max(0, "零一二三四五六七八九".find(int_part[1].replace("两", "二"))))
-        return _Raw(raw.start, t.end(), value, Decimal(1), True, words=True)
+        return _raw(raw.start, t.end(), value, Decimal(1), True, words=True)
     if value >= 10:
         return None
     end = t.end()
@@ -355,12 +386,12 @@ def _tenths(norm: str, raw: _Raw, int_part: str) -> _Raw | None:
         digit = "一二三四五六七八九".find(after)
         if after and digit >= 0:
             value, step, end = value + digit + 1, Decimal(1), end + 1
-    return _Raw(raw.start, end, value, step, True, words=raw.words)
+    return _raw(raw.start, end, value, step, True, words=raw.words)
 
 
-def _fenzhi(norm: str) -> list[_Raw]:
+def _fenzhi(norm: str) -> list[_Draft]:
     """五分之三 = 60%, 3分之1 ≈ 33% (in points, to the precision :func:`fraction_step` gives)."""
-    out: list[_Raw] = []
+    out: list[_Draft] = []
     for m in _FENZHI.finditer(norm):
         den_s, num_s = m.group(1), m.group(2)
         if den_s in ("百", "千", "万"):
@@ -371,24 +402,24 @@ def _fenzhi(norm: str) -> list[_Raw]:
             continue
         value = Decimal(100 * num) / Decimal(den)
         step = Decimal(repr(fraction_step(den)))
-        out.append(_Raw(m.start(), m.end(), value, step, True, words=True))
+        out.append(_raw(m.start(), m.end(), value, step, True, words=True))
     return out
 
 
-def _raw_numbers(norm: str) -> list[_Raw]:
+def _raw_numbers(norm: str) -> list[_Draft]:
     out = _fenzhi(norm) if "分之" in norm else []
     taken = [(r.start, r.end) for r in out]
     out.extend(r for r in _arabic(norm) if not any(lo <= r.start < hi for lo, hi in taken))
     taken = [(r.start, r.end) for r in out]
     for w in english_fractions(norm):
         if not any(lo < w.end and w.start < hi for lo, hi in taken):
-            out.append(_Raw(w.start, w.end, w.value, w.step, True, words=True, quantity=True))
+            out.append(_raw(w.start, w.end, w.value, w.step, True, words=True, quantity=True))
             taken.append((w.start, w.end))
     for w in english_numbers(norm):
         if not any(lo < w.end and w.start < hi for lo, hi in taken):
             decimal = w.step is not None and w.step < 1
             dozen = "dozen" in norm[w.start : w.end].lower()
-            raw = _Raw(w.start, w.end, w.value, w.step, False, words=True, decimal=decimal)
+            raw = _raw(w.start, w.end, w.value, w.step, False, words=True, decimal=decimal)
             out.append(replace(raw, quantity=True) if dozen else raw)
     out.extend(_chinese(norm, taken))
     # Arabic digits before 成/折 ("3成", "8.5折").
@@ -399,7 +430,7 @@ def _raw_numbers(norm: str) -> list[_Raw]:
                 out[i] = t
     out.sort(key=lambda r: r.start)
     # A digit swallowed by 成 ("六成二") is not a number of its own.
-    kept: list[_Raw] = []
+    kept: list[_Draft] = []
     for r in out:
         if kept and r.start < kept[-1].end:
             continue
@@ -407,39 +438,17 @@ def _raw_numbers(norm: str) -> list[_Raw]:
     return kept
 
 
-@dataclass(slots=True)
-class _Draft:
-    start: int
-    end: int
-    num_end: int
-    value: Decimal
-    step: Decimal | None
-    percent: bool
-    plain: bool = False
-    approx: bool = False
-    unit: str = ""
-    bound: str | None = None
-    constant: str | None = None
-    lo: Decimal | None = None
-    hi: Decimal | None = None
-    factor: int = 1
-    words: bool = False
-    decimal: bool = False
-    currency: str = ""
-    quantity: bool = False
-
-
-def _decorate(norm: str, raw: _Raw, spans: ConstantIndex) -> _Draft:
-    d = _Draft(raw.start, raw.end, raw.end, raw.value, raw.step, raw.percent, raw.plain)
-    d.factor, d.words, d.decimal, d.quantity = raw.factor, raw.words, raw.decimal, raw.quantity
-    d.constant = spans.find(raw.start, raw.end)
+def _decorate(norm: str, d: _Draft, spans: ConstantIndex) -> _Draft:
+    """``d`` (as read) with its constant reason and the words around it, in place."""
+    raw_start = d.start
+    end = d.end
+    d.constant = spans.find(raw_start, end)
     if d.constant is not None and d.constant not in _DECORATED_CONSTANTS:
         return d  # a date or a week: its neighbours' words do not matter
-    end = raw.end
     approx_after = _ZH_APPROX_SUFFIX.match(norm, end)
     if approx_after:
         d.approx, end = True, approx_after.end()
-    pct = None if d.percent and raw.words else _PERCENT.match(norm, end)
+    pct = None if d.percent and d.words else _PERCENT.match(norm, end)
     if pct:
         d.percent, end = True, pct.end()
     elif not d.percent:
@@ -456,12 +465,12 @@ def _decorate(norm: str, raw: _Raw, spans: ConstantIndex) -> _Draft:
     if tail:
         d.approx, end = True, tail.end()
     d.end = end
-    before = norm[max(0, raw.start - 24) : raw.start]
+    before = norm[max(0, raw_start - 24) : raw_start]
     last = before.rstrip()[-1:]
     currency = _CURRENCY_BEFORE.search(before) if last in _CURRENCY_LAST else None
     if currency:
         d.currency = currency.group(0).strip()
-        d.start = raw.start - (len(before) - currency.start())
+        d.start = raw_start - (len(before) - currency.start())
         before = before[: currency.start()]
         last = before.rstrip()[-1:]
     approx = _APPROX_BEFORE.search(before) if last and last in _APPROX_LAST else None
@@ -568,9 +577,10 @@ def _scale_point(d: _Draft) -> bool:
     """A point of the rating scale ("5 stars", "5 星"), not a mean."""
     if d.constant == "scale":
         return True
+    if not d.unit or d.approx or d.lo is not None or not 0 <= d.value <= 5:
+        return False  # (the cheap tests first)
     integer = d.step is None or d.step >= 1
-    stars = canonical_unit(d.unit) == "stars" if d.unit else False
-    return stars and integer and 0 <= d.value <= 5 and not d.approx and d.lo is None
+    return integer and canonical_unit(d.unit) == "stars"
 
 
 def _range(norm: str, a: _Draft, b: _Draft, between: re.Match[str] | None) -> _Draft:
