@@ -111,7 +111,7 @@ def constant_spans(norm: str, starts: Iterable[int]) -> list[tuple[int, int, str
     """
     spans: list[tuple[int, int, str]] = []
     for reason, pattern, triggers in _AFTER_WORD:
-        if any(t in norm for t in triggers):
+        if any(map(norm.__contains__, triggers)):
             spans.extend((m.start(), m.end(), reason) for m in pattern.finditer(norm))
     for pos in starts:
         m = _AT_NUMBER_ALL.match(norm, pos)

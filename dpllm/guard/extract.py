@@ -297,14 +297,29 @@ def _zh_stops(text: str) -> set[int]:
     return covered
 
 
+_DIGITS_READ: dict[tuple[str, str | None], tuple[Decimal, Decimal | None]] = {}
+
+
+def _read_digits(digits: str, frac: str | None) -> tuple[Decimal, Decimal | None]:
+    """The value and stated step of a digit run (remembered: texts repeat their figures)."""
+    int_text = digits.translate(_DROP_SEPARATORS)
+    value = Decimal(f"{int_text}.{frac}" if frac else int_text)
+    step = _pow10(-len(frac)) if frac else _step_of_int(int(int_text))
+    if len(_DIGITS_READ) >= 4096:
+        _DIGITS_READ.clear()
+    _DIGITS_READ[digits, frac] = (value, step)
+    return value, step
+
+
 def _arabic(norm: str) -> list[_Draft]:
     out: list[_Draft] = []
     for m in _ARABIC.finditer(norm):
-        int_text = m.group(1).translate(_DROP_SEPARATORS)
-        frac = m.group(2) or ""
-        value = Decimal(f"{int_text}.{frac}" if frac else int_text)
-        step: Decimal | None
-        step = _pow10(-len(frac)) if frac else _step_of_int(int(int_text))
+        digits, frac = m.group(1, 2)
+        read = _DIGITS_READ.get((digits, frac))
+        if read is None:
+            read = _read_digits(digits, frac)
+        value, step = read
+        frac = frac or ""
         end = m.end()
         mag = _MAGNITUDE.match(norm, end)
         factor = 1
