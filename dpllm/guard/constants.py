@@ -22,6 +22,9 @@ from collections.abc import Iterable
 __all__ = ["ConstantIndex", "constant_for", "constant_spans"]
 
 _ZH_DIGITS = "零〇一二两三四五六七八九"
+# Dates in Chinese numerals: a year read digit by digit (二〇二六), a month or a day (十一, 二十二).
+_ZH_YEAR = "[〇零一二三四五六七八九]{4}"
+_ZH_MD = "[一二三四五六七八九十]{1,3}"
 _MONTHS = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
 _NUMLIKE = rf"[\d{_ZH_DIGITS}十百]+"
 _ORD = r"(?:st|nd|rd|th)?"
@@ -34,6 +37,12 @@ _AT_NUMBER: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("date", r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}\b|\d{1,2}/\d{1,2}/\d{2,4}\b"),
         ("date", r"\d{4}\s*年(?:\s*\d{1,2}\s*月(?:\s*\d{1,2}\s*[日号])?)?"),
         ("date", r"\d{1,2}\s*月(?:\s*\d{1,2}\s*[日号])?|\d{1,2}\s*[日号](?=[至到\-–~]|$|\s)"),
+        ("date", rf"{_ZH_YEAR}\s*年(?:\s*{_ZH_MD}\s*月(?:\s*{_ZH_MD}\s*[日号])?)?"),
+        (
+            "date",
+            rf"{_ZH_MD}\s*月(?:\s*{_ZH_MD}\s*[日号])?|{_ZH_MD}\s*[日号](?=[至到\-–~]|$|\s)"
+            rf"|(?<=[—–\-~至到]){_ZH_MD}\s*[日号]",
+        ),
         (
             "date",
             rf"\d{{1,2}}{_ORD}(?:\s*(?:–|—|-|to)\s*\d{{1,2}}{_ORD})?\s+{_MONTHS}(?:\s+\d{{4}})?",

@@ -167,6 +167,9 @@ _BAND_SEP = re.compile(r"^\s*(?:±|\+/-|\+-)\s*$")
 _SCALE_LIST = re.compile(r"^\s*(?:or|and|,|、|或|和|与)\s*$")
 _BETWEEN = re.compile(r"(?:between|from)\s*$")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
+_TIME_AFTER = re.compile(
+    r"\s*(?:days?|weeks?|months?|years?|hours?|hrs?|minutes?|mins?|seconds?|secs?)\b"
+)
 # Constants that keep their unit and wording: a duration may be a figure after all
 # ("18 hours" when a release is measured in hours), a scale point may be listed.
 _DECORATED_CONSTANTS = frozenset({"duration", "scale"})
@@ -435,6 +438,8 @@ def _raw_numbers(norm: str) -> list[_Draft]:
             decimal = w.step is not None and w.step < 1
             dozen = "dozen" in norm[w.start : w.end].lower()
             raw = _raw(w.start, w.end, w.value, w.step, False, words=True, decimal=decimal)
+            if w.mixed and _TIME_AFTER.match(norm, w.end):
+                raw.constant = "duration"  # "two and a half weeks", as "2.5 weeks" is
             out.append(replace(raw, quantity=True) if dozen else raw)
     out.extend(_chinese(norm, taken))
     # Arabic digits before 成/折 ("3成", "8.5折").
@@ -457,7 +462,8 @@ def _decorate(norm: str, d: _Draft, spans: ConstantIndex) -> _Draft:
     """``d`` (as read) with its constant reason and the words around it, in place."""
     raw_start = d.start
     end = d.end
-    d.constant = spans.find(raw_start, end)
+    # (A mixed fraction of a time unit comes in as a duration: keep it.)
+    d.constant = spans.find(raw_start, end) or d.constant
     if d.constant is not None and d.constant not in _DECORATED_CONSTANTS:
         return d  # a date or a week: its neighbours' words do not matter
     approx_after = _ZH_APPROX_SUFFIX.match(norm, end)
