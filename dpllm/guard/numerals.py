@@ -163,12 +163,13 @@ def english_numbers(text: str) -> list[WordNumber]:
 
 
 def _digit_by_digit(words: str) -> int | None:
-    """ "one-five-seven" → 157: digits read out one by one, joined by hyphens.
+    """ "one-five-seven" → 157: three or more digits read out one by one, joined by hyphens.
 
-    Only hyphens: "two three times" is more likely "two or three" than 23.
+    Only hyphens, and not two digits: "two-three times" and "two three times" are more
+    likely "two or three" than 23.
     """
     parts = words.split("-")
-    if len(parts) < 2 or not all(p in _DIGIT_WORDS for p in parts):
+    if len(parts) < 3 or not all(p in _DIGIT_WORDS for p in parts):
         return None
     return int("".join(str(_DIGIT_WORDS[p]) for p in parts))
 
@@ -280,10 +281,11 @@ _ZH_POSITIONAL = frozenset("〇零一二三四五六七八九")
 def parse_zh_int(chars: str) -> int | None:
     """A Chinese integer (一百五十七, 两千五, 一万二千八百四十), or ``None`` if malformed.
 
-    Digits without 十/百/千 are read one by one, as a year or a code is written
-    (一五七 = 157, 二〇二六 = 2026).
+    Three or more digits without 十/百/千 are read one by one, as a year or a code is
+    written (一五七 = 157, 二〇二六 = 2026). Two are not: 三四 is "three or four" and 九〇
+    (后) a decade, so they keep the old reading (the last digit, plain wording).
     """
-    if len(chars) > 1 and all(c in _ZH_POSITIONAL for c in chars):
+    if len(chars) > 2 and all(c in _ZH_POSITIONAL for c in chars):
         return int("".join(str(_ZH_DIGIT[c]) for c in chars))
     total = section = num = 0
     last_unit = 0

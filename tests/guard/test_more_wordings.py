@@ -80,3 +80,8 @@ def test_a_mixed_fraction_of_hours_is_a_figure_only_when_a_release_is_in_hours()
 )
 def test_compliant_and_violating(releases: dict[str, Release], text: str, ok: bool) -> None:
     assert Guard(releases).check(text).ok is ok
+
+
+@pytest.mark.parametrize("text", ["two-three times a week", "三四次", "九〇后的学生"])
+def test_two_digits_in_a_row_are_not_a_number(text: str) -> None:
+    assert all(m.value < 10 for m in extract_mentions(text))
