@@ -81,7 +81,10 @@ _FIRST_WORD = re.compile(
     "|".join(rf"{_at_word_start(w)}\b" for w in [*_SMALL, *_MAGS, "a", "an", "half"])
 )
 # Where an _EN_NUMBER match can begin: a word start followed by one of its first words.
-_NUMBER_START = re.compile("|".join(_at_word_start(w) for w in [*_SMALL, *_MAGS, "a", "half"]))
+# ("a" only as the word "a"/"an" and a space, as _EN_NUMBER's "an?\s+": not every a-word.)
+_NUMBER_START = re.compile(
+    "|".join([*(_at_word_start(w) for w in [*_SMALL, *_MAGS, "half"]), r"a(?<=\ba)n?\s"])
+)
 
 
 def _number_matches(text: str) -> Iterator[re.Match[str]]:
@@ -188,10 +191,18 @@ _MIXED = re.compile(
 )
 
 
+# The tail every _MIXED match holds, beginning with a literal.
+_MIXED_ANCHOR = re.compile(
+    rf"and\s+(?:{'|'.join(_NUMERATORS)})[\s-]+(?:{'|'.join(_DENOMINATOR_WORDS)})\b"
+)
+
+
 def _mixed_fractions(text: str) -> list[WordNumber]:
     """ "Four and a third" = 4.33…, stated to :func:`fraction_step` of its denominator
     (in units: a third, a half, a quarter → 0.1), the rule fractions of a share follow."""
     out: list[WordNumber] = []
+    if _MIXED_ANCHOR.search(text) is None:  # (found by its literal "and": fast)
+        return out
     for m in _MIXED.finditer(text):
         whole = _int_words(m.group("whole").replace("-", " "))
         num = _NUMERATORS[m.group("num")]
