@@ -344,6 +344,25 @@ def _arabic(norm: str) -> list[_Draft]:
     return out
 
 
+_NUMERALS_READ: dict[str, tuple[Decimal, Decimal | None] | None] = {}
+_UNREAD: tuple[Decimal, Decimal | None] = (Decimal(0), None)  # (a marker: not looked up yet)
+
+
+def _read_numeral(chars: str, int_part: str, frac: str) -> tuple[Decimal, Decimal | None] | None:
+    """The value and step of a Chinese numeral ``chars`` (``None``: malformed), remembered."""
+    read: tuple[Decimal, Decimal | None] | None = None
+    parsed = parse_zh_int(int_part) if int_part else 0
+    if parsed is not None:
+        frac_digits = "".join(str("零一二三四五六七八九".find(c) if c != "〇" else 0) for c in frac)
+        if not (frac and "-1" in frac_digits):
+            value = Decimal(f"{parsed}.{frac_digits}") if frac else Decimal(parsed)
+            read = (value, _pow10(-len(frac)) if frac else _step_of_int(parsed))
+    if len(_NUMERALS_READ) >= 4096:
+        _NUMERALS_READ.clear()
+    _NUMERALS_READ[chars] = read
+    return read
+
+
 def _chinese(norm: str, taken: list[tuple[int, int]]) -> list[_Draft]:
     out: list[_Draft] = []
     stops: set[int] | None = None
@@ -366,14 +385,12 @@ def _chinese(norm: str, taken: list[tuple[int, int]]) -> list[_Draft]:
             stops = _zh_stops(norm)
         if not percent and m.start() in stops:
             continue
-        parsed = parse_zh_int(int_part) if int_part else 0
-        if parsed is None:
+        read = _NUMERALS_READ.get(chars, _UNREAD)
+        if read is _UNREAD:
+            read = _read_numeral(chars, int_part, frac)
+        if read is None:
             continue
-        frac_digits = "".join(str("零一二三四五六七八九".find(c) if c != "〇" else 0) for c in frac)
-        if frac and "-1" in frac_digits:
-            continue
-        value = Decimal(f"{parsed}.{frac_digits}") if frac else Decimal(parsed)
-        step = _pow10(-len(frac)) if frac else _step_of_int(parsed)
+        value, step = read
         if per == "千分之":  # per mille, read in points
             value /= 10
             step = None if step is None else step / 10
