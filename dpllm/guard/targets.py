@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dpllm.errors import GuardError
-from dpllm.guard.extract import ascii_lower
+from dpllm.guard.reading import ascii_lower
 from dpllm.guard.units import canonical_unit
 from dpllm.release import Release
 from dpllm.rounding import granularity

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from dpllm.guard import constants, extract, numerals, rules
+from dpllm.guard import constants, numerals, reading, rules
 from dpllm.guard.evalset import domain_releases
 from dpllm.guard.targets import TermIndex, build_targets
 
@@ -47,26 +47,26 @@ def spans(pattern: re.Pattern[str], text: str) -> list[tuple[int, int, tuple[str
 
 def test_arabic_digits() -> None:
     for text in texts():
-        assert spans(extract._ARABIC, text) == spans(PLAIN_ARABIC, text)
+        assert spans(reading._ARABIC, text) == spans(PLAIN_ARABIC, text)
 
 
 def test_normalise_is_the_translation() -> None:
     for text in texts():
         lowered = text.lower()
         if len(lowered) == len(text) and not re.search(r"[\uff01-\uff5e]", text):
-            assert extract.normalise(text) == lowered
+            assert reading.normalise(text) == lowered
         else:
-            assert extract.normalise(text) == text.translate(PLAIN_FULLWIDTH)
+            assert reading.normalise(text) == text.translate(PLAIN_FULLWIDTH)
 
 
 def test_stop_words() -> None:
-    words = sorted(set(extract._ZH_STOP), key=len, reverse=True)
+    words = sorted(set(reading._ZH_STOP), key=len, reverse=True)
     lookahead = re.compile("(?=(" + "|".join(words) + "))")
     for text in texts():
         covered: set[int] = set()
         for m in lookahead.finditer(text):
             covered.update(range(m.start(), m.start() + len(m.group(1))))
-        assert extract._zh_stops(text) == covered
+        assert reading._zh_stops(text) == covered
 
 
 def test_number_words() -> None:
