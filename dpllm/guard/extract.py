@@ -143,6 +143,22 @@ _APPROX_LAST = frozenset("tdyx.eae~≈约概多近")
 _BOUND_LAST = frozenset("nrwtoe g于到足多过逾少".replace(" ", ""))
 
 
+# The longest alternative of each (before "\s*$"): "us$", "approximately", "fewer than".
+_CURRENCY_LONGEST, _APPROX_LONGEST, _BOUND_LONGEST = 3, 13, 10
+
+
+def _ending(pattern: re.Pattern[str], window: str, longest: int) -> re.Match[str] | None:
+    """``pattern.search(window)`` for a pattern of alternatives (``longest`` characters at
+    most, each ending in a non-space) then ``\\s*$``: started where a match can begin.
+
+    Such a match ends where ``window.rstrip()`` ends, so it begins no earlier than
+    ``longest`` characters before; a search from there finds the same leftmost match
+    (a look-behind or ``\\b`` still sees the characters before the start), without
+    trying every position of the window.
+    """
+    return pattern.search(window, max(0, len(window.rstrip()) - longest))
+
+
 def _decorate(norm: str, d: _Draft, spans: ConstantIndex) -> _Draft:
     """``d`` (as read) with its constant reason and the words around it, in place."""
     raw_start = d.start
@@ -173,13 +189,17 @@ def _decorate(norm: str, d: _Draft, spans: ConstantIndex) -> _Draft:
     d.end = end
     before = norm[max(0, raw_start - 24) : raw_start]
     last = before.rstrip()[-1:]
-    currency = _CURRENCY_BEFORE.search(before) if last in _CURRENCY_LAST else None
+    currency = (
+        _ending(_CURRENCY_BEFORE, before, _CURRENCY_LONGEST) if last in _CURRENCY_LAST else None
+    )
     if currency:
         d.currency = currency.group(0).strip()
         d.start = raw_start - (len(before) - currency.start())
         before = before[: currency.start()]
         last = before.rstrip()[-1:]
-    approx = _APPROX_BEFORE.search(before) if last and last in _APPROX_LAST else None
+    approx = (
+        _ending(_APPROX_BEFORE, before, _APPROX_LONGEST) if last and last in _APPROX_LAST else None
+    )
     if (
         approx
         and approx.group(0).strip() in "~≈"
@@ -190,7 +210,7 @@ def _decorate(norm: str, d: _Draft, spans: ConstantIndex) -> _Draft:
         d.approx, d.start = True, d.start - (len(before) - approx.start())
     window = norm[max(0, d.start - 24) : d.start]
     last = window.rstrip()[-1:]
-    bound = _BOUND_BEFORE.search(window) if last and last in _BOUND_LAST else None
+    bound = _ending(_BOUND_BEFORE, window, _BOUND_LONGEST) if last and last in _BOUND_LAST else None
     if bound:
         d.bound = "<" if bound.group(1) else ">"
         d.start -= len(bound.group(0))

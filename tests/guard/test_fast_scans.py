@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from dpllm.guard import constants, numerals, reading, rules
+from dpllm.guard import constants, extract, numerals, reading, rules
 from dpllm.guard.evalset import domain_releases
 from dpllm.guard.targets import TermIndex, build_targets
 
@@ -118,3 +118,21 @@ def test_blanking_spans_at_once(seed: int) -> None:
     for a, b in spans_:
         expected = expected[:a] + " " * (b - a) + expected[b:]
     assert rules._blank(text, spans_) == expected
+
+
+@pytest.mark.parametrize(
+    ("pattern", "longest"),
+    [
+        (extract._CURRENCY_BEFORE, extract._CURRENCY_LONGEST),
+        (extract._APPROX_BEFORE, extract._APPROX_LONGEST),
+        (extract._BOUND_BEFORE, extract._BOUND_LONGEST),
+    ],
+)
+def test_searches_before_a_number_start_late(pattern: re.Pattern[str], longest: int) -> None:
+    words = re.findall(r"[^|()?:\\]+", pattern.pattern.replace(r"\b", "").replace(r"\s*$", ""))
+    pieces = [*words, " ", "  ", "x", "1", "a", ".", "~", "约"]
+    rnd = random.Random(19)
+    for _ in range(3000):
+        window = "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 6)))[-24:]
+        full, late = pattern.search(window), extract._ending(pattern, window, longest)
+        assert (full and (full.span(), full.groups())) == (late and (late.span(), late.groups()))
