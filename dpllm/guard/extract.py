@@ -143,6 +143,10 @@ _APPROX_LAST = frozenset("tdyx.eae~≈约概多近")
 _BOUND_LAST = frozenset("nrwtoe g于到足多过逾少".replace(" ", ""))
 
 
+# The characters _PERCENT and _UNIT_ZH can begin with after their leading spaces
+# (_UNIT_EN's are ASCII letters a–z).
+_PERCENT_FIRST = frozenset("%p个")
+_UNIT_ZH_FIRST = frozenset("颗星分条份人个位名小秒天万元块次张笔单")
 # The longest alternative of each (before "\s*$"): "us$", "approximately", "fewer than".
 _CURRENCY_LONGEST, _APPROX_LONGEST, _BOUND_LONGEST = 3, 13, 10
 
@@ -167,14 +171,24 @@ def _decorate(norm: str, d: _Draft, spans: ConstantIndex) -> _Draft:
     d.constant = spans.find(raw_start, end) or d.constant
     if d.constant is not None and d.constant not in _DECORATED_CONSTANTS:
         return d  # a date or a week: its neighbours' words do not matter
-    approx_after = _ZH_APPROX_SUFFIX.match(norm, end)
-    if approx_after:
-        d.approx, end = True, approx_after.end()
-    pct = None if d.percent and d.words else _PERCENT.match(norm, end)
+    # Each pattern after the number is tried only when the next character can begin it
+    # (a space, or one of its first characters): most numbers are followed by neither.
+    nxt = norm[end : end + 1]
+    if nxt == "多" or nxt == "余":  # _ZH_APPROX_SUFFIX
+        d.approx, end = True, end + 1
+        nxt = norm[end : end + 1]
+    space = nxt.isspace()
+    pct = None
+    if not (d.percent and d.words) and (space or nxt in _PERCENT_FIRST):
+        pct = _PERCENT.match(norm, end)
     if pct:
         d.percent, end = True, pct.end()
     elif not d.percent:
-        unit = _UNIT_EN.match(norm, end) or _UNIT_ZH.match(norm, end)
+        unit = None
+        if space or "a" <= nxt <= "z":
+            unit = _UNIT_EN.match(norm, end)
+        if unit is None and (space or nxt in _UNIT_ZH_FIRST):
+            unit = _UNIT_ZH.match(norm, end)
         if unit:
             d.unit, end = unit.group(1), unit.end()
             if d.unit == "万元":  # 128万元: the magnitude was not read with the digits
@@ -183,7 +197,8 @@ def _decorate(norm: str, d: _Draft, spans: ConstantIndex) -> _Draft:
                     d.value *= 10_000
                     d.step = None if d.step is None else d.step * 10_000
                     d.factor = 10_000
-    tail = _APPROX_AFTER.match(norm, end)
+    nxt = norm[end : end + 1]
+    tail = _APPROX_AFTER.match(norm, end) if nxt == "左" or nxt == "上" or nxt.isspace() else None
     if tail:
         d.approx, end = True, tail.end()
     d.end = end

@@ -136,3 +136,13 @@ def test_searches_before_a_number_start_late(pattern: re.Pattern[str], longest: 
         window = "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 6)))[-24:]
         full, late = pattern.search(window), extract._ending(pattern, window, longest)
         assert (full and (full.span(), full.groups())) == (late and (late.span(), late.groups()))
+
+
+def test_words_after_a_number_begin_with_the_listed_characters() -> None:
+    def first_chars(pattern: re.Pattern[str]) -> set[str]:
+        source = re.sub(r"\(\?[!=<][^)]*\)|\\[sb]\*?|[?*+]", "", pattern.pattern)
+        return {w[0] for w in re.findall(r"[^|()\\:]+", source) if w.strip()}
+
+    assert first_chars(extract._PERCENT) <= extract._PERCENT_FIRST
+    assert first_chars(extract._UNIT_ZH) <= extract._UNIT_ZH_FIRST
+    assert all("a" <= c <= "z" for c in first_chars(extract._UNIT_EN))
