@@ -424,6 +424,8 @@ class Guard:
             fitting = tuple(
                 (i, t, f) for i, t in enumerate(self._targets) if (f := _fit(m, t)) is not None
             )
+            if len(self._fits) >= 256:  # unit words are open-ended: keep it bounded
+                self._fits.clear()
             self._fits[form] = fitting
         if not fitting:
             return None, [], False
