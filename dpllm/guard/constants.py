@@ -15,12 +15,16 @@ Pure text processing; no I/O.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable
 
-__all__ = ["constant_for", "constant_spans"]
+__all__ = ["ConstantIndex", "constant_for", "constant_spans"]
 
 _ZH_DIGITS = "零〇一二两三四五六七八九"
+# Dates in Chinese numerals: a year read digit by digit (二〇二六), a month or a day (十一, 二十二).
+_ZH_YEAR = "[〇零一二三四五六七八九]{4}"
+_ZH_MD = "[一二三四五六七八九十]{1,3}"
 _MONTHS = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
 _NUMLIKE = rf"[\d{_ZH_DIGITS}十百]+"
 _ORD = r"(?:st|nd|rd|th)?"
@@ -33,6 +37,12 @@ _AT_NUMBER: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("date", r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}\b|\d{1,2}/\d{1,2}/\d{2,4}\b"),
         ("date", r"\d{4}\s*年(?:\s*\d{1,2}\s*月(?:\s*\d{1,2}\s*[日号])?)?"),
         ("date", r"\d{1,2}\s*月(?:\s*\d{1,2}\s*[日号])?|\d{1,2}\s*[日号](?=[至到\-–~]|$|\s)"),
+        ("date", rf"{_ZH_YEAR}\s*年(?:\s*{_ZH_MD}\s*月(?:\s*{_ZH_MD}\s*[日号])?)?"),
+        (
+            "date",
+            rf"{_ZH_MD}\s*月(?:\s*{_ZH_MD}\s*[日号])?|{_ZH_MD}\s*[日号](?=[至到\-–~]|$|\s)"
+            rf"|(?<=[—–\-~至到]){_ZH_MD}\s*[日号]",
+        ),
         (
             "date",
             rf"\d{{1,2}}{_ORD}(?:\s*(?:–|—|-|to)\s*\d{{1,2}}{_ORD})?\s+{_MONTHS}(?:\s+\d{{4}})?",
@@ -76,9 +86,10 @@ _AFTER_WORD: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = tuple(
             r"(?:,?\s+\d{4})?\b",
             ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"),
         ),
-        ("week", r"\b(?:week|wk)\s*#?\s*\d{1,2}\b", ("week", "wk")),
+        # "\b(?:week|wk)…" with the word boundary checked after the "w" (scanned in C).
+        ("week", r"w(?<=\bw)(?:eek|k)\s*#?\s*\d{1,2}\b", ("week", "wk")),
         ("ordinal", rf"第\s*{_NUMLIKE}", ("第",)),
-        ("ordinal", r"#\d+\b|\btop[- ]\d+\b", ("#", "top")),
+        ("ordinal", r"#\d+\b|t(?<=\bt)op[- ]\d+\b", ("#", "top")),
         ("ordinal", r"前\s*[\d一二三四五六七八九十]+", ("前",)),
         (
             "privacy-parameter",
@@ -109,7 +120,7 @@ def constant_spans(norm: str, starts: Iterable[int]) -> list[tuple[int, int, str
     """
     spans: list[tuple[int, int, str]] = []
     for reason, pattern, triggers in _AFTER_WORD:
-        if any(t in norm for t in triggers):
+        if any(map(norm.__contains__, triggers)):
             spans.extend((m.start(), m.end(), reason) for m in pattern.finditer(norm))
     for pos in starts:
         m = _AT_NUMBER_ALL.match(norm, pos)
@@ -129,3 +140,33 @@ def constant_for(spans: list[tuple[int, int, str]], start: int, end: int) -> str
         if lo <= start and end <= hi:
             return reason
     return None
+
+
+class ConstantIndex:
+    """:func:`constant_for` over many figures: the spans sorted once, each lookup a bisection.
+
+    A span holding ``start``–``end`` begins in ``[end - longest span, start]``, so only
+    those few are looked at; among them the first in ``spans`` order wins, as in
+    :func:`constant_for`.
+    """
+
+    __slots__ = ("_his", "_longest", "_los", "_order", "_reasons")
+
+    def __init__(self, spans: list[tuple[int, int, str]]) -> None:
+        order = sorted(range(len(spans)), key=lambda i: spans[i][0])
+        self._order = order
+        self._los = [spans[i][0] for i in order]
+        self._his = [spans[i][1] for i in order]
+        self._reasons = [spans[i][2] for i in order]
+        self._longest = max((hi - lo for lo, hi, _ in spans), default=0)
+
+    def find(self, start: int, end: int) -> str | None:
+        """The reason of the first span holding ``start``–``end``, or ``None``."""
+        los = self._los
+        k = bisect.bisect_left(los, end - self._longest)
+        stop = bisect.bisect_right(los, start, k)
+        best = -1
+        for j in range(k, stop):
+            if end <= self._his[j] and (best < 0 or self._order[j] < self._order[best]):
+                best = j
+        return None if best < 0 else self._reasons[best]

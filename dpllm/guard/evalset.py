@@ -474,6 +474,11 @@ def build_cases(seed: int = SEED) -> list[Case]:
                             violating,
                             spec.name,
                         )
+    # Wordings read later (mixed fractions, digits one by one …), appended with their own
+    # random generator so that the cases above stay as they were.
+    from dpllm.guard.evalextra import extra_cases  # (it imports this module's helpers)
+
+    extra_cases(seed, add)
     return cases
 
 

@@ -31,33 +31,29 @@ date ranges (``November 16–22, 2026``, ``16–22 Nov``, ``11 月 16 日—22 �
 a figure when a release is measured in that unit. Integers below ten written in
 words without a unit ("one of the topics") are wording.
 
+The numbers themselves are read by :mod:`.reading`; this module adds the words
+around them, merges ranges, fractions and bands, and tells constants apart.
+
 Pure text processing; no I/O.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from decimal import Decimal
 
-from dpllm.guard.constants import constant_for, constant_spans
-from dpllm.guard.numerals import (
-    english_fractions,
-    english_numbers,
-    fraction_step,
-    parse_zh_int,
+from dpllm.guard.constants import ConstantIndex, constant_spans
+from dpllm.guard.numerals import fraction_step
+from dpllm.guard.reading import (
+    _Draft,
+    _raw_numbers,
+    normalise,
+    text_language,
 )
 from dpllm.guard.units import CURRENCY_PREFIXES, canonical_unit
 
 __all__ = ["NumberMention", "extract_mentions", "text_language"]
-
-# One-to-one character mapping, so spans in the normalised text are spans in the original.
-# Full-width forms folded and ASCII letters lower-cased, one character for one, so
-# spans in the normalised text are spans in the original and no pattern needs
-# re.IGNORECASE (which makes every comparison case-fold, at a cost).
-_FULLWIDTH = {ord("０") + i: ord("0") + i for i in range(10)}
-_FULLWIDTH.update({ord(a): ord(b) for a, b in zip("．％～－＋：／", ".%~-+:/", strict=True)})
-_FULLWIDTH.update({ord(c): ord(c.lower()) for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,27 +102,6 @@ class NumberMention:
 
 
 # --------------------------------------------------------------------------- patterns
-_ARABIC = re.compile(
-    r"(?<![0-9A-Za-z.,])"
-    r"(\d{1,3}(?:,\d{3})+|\d{1,3}(?:[ \u00a0\u202f\u2009]\d{3})+(?![0-9])|\d+)"
-    r"(?:\.(\d+))?"
-)
-_ZH_DIGITS = "零〇一二两三四五六七八九"
-_ZH_NUM = re.compile(rf"[{_ZH_DIGITS}十百千万亿]+(?:点[{_ZH_DIGITS}]+)?")
-_ZH_STOP = (
-    "一些 一般 一起 一直 一定 一样 一下 一致 一切 一旦 一方面 统一 唯一 万一 千万 十分 一点儿 "
-    "一点点 有点 之一 一边 一面 一同 一共 一再 一向 一度 一味 一律 一时 一会 一番 一生 "
-    "不一 同一 一般 一对一 三心二意 一五一十 百分百 万分 一成不变 一次 一半"
-).split()
-_ZH_STOP_MAX = max(len(w) for w in _ZH_STOP)
-# Every start position of a stop word (overlapping ones too), longest alternative first.
-_ZH_STOP_AT = re.compile("(?=(" + "|".join(sorted(set(_ZH_STOP), key=len, reverse=True)) + "))")
-_MAGNITUDE = re.compile(
-    r"(?:(k|m|mn|b|bn)(?![A-Za-z])|(千|万|亿)|\s*(thousand|million|billion|mn|bn)\b)"
-)
-_MAGNITUDES = {"k": 1000, "千": 1000, "万": 10_000, "亿": 100_000_000, "m": 1_000_000}
-_MAGNITUDES.update({"mn": 1_000_000, "b": 10**9, "bn": 10**9})
-_MAGNITUDES.update({"thousand": 1000, "million": 1_000_000, "billion": 10**9})
 _PERCENT = re.compile(r"\s*(?:%|percent\b|per cent\b|pct\b|个百分点|percentage points?\b)")
 _ZH_APPROX_SUFFIX = re.compile(r"(?:多|余)")
 _ADJ = r"(?:(?:active|unique|distinct|new|total|written|individual|separate|valid|more)\s+)?"
@@ -145,10 +120,6 @@ _CATEGORY_OF_KEY = {"stars": "rating", "users": "users", "records": "count"}
 _CURRENCY_BEFORE = re.compile(r"(?:¥|￥|\$|€|us\$|\brmb|\bcny|\busd|\beur)\s*$")
 _FRACTION_SEP = re.compile(r"^\s+(?:in(?: every)?|out of)\s+$")
 _FRACTION_NOT = re.compile(r"\s*(?:stars?|points?|星|分)")
-_TENTHS = re.compile(r"(成|折)")
-_ZH_CHARS = "零〇一二两三四五六七八九十百千万"
-_FENZHI = re.compile(rf"([{_ZH_CHARS}]+|[0-9]+)分之([{_ZH_CHARS}]+|[0-9]+)")
-_TENTHS_NOT = "员功绩就立果本交为长绩人年熟"
 _APPROX_BEFORE = re.compile(
     r"(?:\babout|\baround|\broughly|\bapproximately|\bapprox\.?|\bnearly|\balmost|\bsome|"
     r"\bcirca|\bca\.|\bestimated|~|≈|约|大约|大概|差不多|将近|接近|近)\s*$",
@@ -162,19 +133,9 @@ _RANGE_SEP = re.compile(r"^\s*(?:–|—|-|~|〜|to|到|至|and)\s*(?:¥|￥|\$|
 _BAND_SEP = re.compile(r"^\s*(?:±|\+/-|\+-)\s*$")
 _SCALE_LIST = re.compile(r"^\s*(?:or|and|,|、|或|和|与)\s*$")
 _BETWEEN = re.compile(r"(?:between|from)\s*$")
-_CJK = re.compile(r"[\u4e00-\u9fff]")
 # Constants that keep their unit and wording: a duration may be a figure after all
 # ("18 hours" when a release is measured in hours), a scale point may be listed.
 _DECORATED_CONSTANTS = frozenset({"duration", "scale"})
-# Powers of ten as Decimals, built once.
-_POW10 = {k: Decimal(10) ** k for k in range(-30, 30)}
-
-
-def _pow10(k: int) -> Decimal:
-    return _POW10.get(k) or Decimal(10) ** k
-
-
-_DROP_SEPARATORS = {ord(c): None for c in ", \u00a0\u202f\u2009"}
 # The last character each of the "before" patterns can end with (before trailing
 # spaces): a window whose last character is none of them is not searched at all.
 _CURRENCY_LAST = frozenset("¥￥$€bydr")
@@ -182,232 +143,52 @@ _APPROX_LAST = frozenset("tdyx.eae~≈约概多近")
 _BOUND_LAST = frozenset("nrwtoe g于到足多过逾少".replace(" ", ""))
 
 
-_FULLWIDTH_FORMS = re.compile(r"[\uff01-\uff5e]")
+# The characters _PERCENT and _UNIT_ZH can begin with after their leading spaces
+# (_UNIT_EN's are ASCII letters a–z).
+_PERCENT_FIRST = frozenset("%p个")
+_UNIT_ZH_FIRST = frozenset("颗星分条份人个位名小秒天万元块次张笔单")
+# The longest alternative of each (before "\s*$"): "us$", "approximately", "fewer than".
+_CURRENCY_LONGEST, _APPROX_LONGEST, _BOUND_LONGEST = 3, 13, 10
 
 
-def normalise(text: str) -> str:
-    """Full-width forms folded, letters lower-cased: same length, same offsets."""
-    if _FULLWIDTH_FORMS.search(text) is not None:
-        return text.translate(_FULLWIDTH)
-    lowered = text.lower()  # far faster than translate(); keeps offsets unless a
-    # character lower-cases into two ("İ" → "i̇"), then fall back to ASCII only
-    return lowered if len(lowered) == len(text) else text.translate(_FULLWIDTH)
+def _ending(pattern: re.Pattern[str], window: str, longest: int) -> re.Match[str] | None:
+    """``pattern.search(window)`` for a pattern of alternatives (``longest`` characters at
+    most, each ending in a non-space) then ``\\s*$``: started where a match can begin.
+
+    Such a match ends where ``window.rstrip()`` ends, so it begins no earlier than
+    ``longest`` characters before; a search from there finds the same leftmost match
+    (a look-behind or ``\\b`` still sees the characters before the start), without
+    trying every position of the window.
+    """
+    return pattern.search(window, max(0, len(window.rstrip()) - longest))
 
 
-def text_language(text: str) -> str:
-    """``"zh"`` when the text contains Han characters, else ``"en"``."""
-    return "zh" if _CJK.search(text) else "en"
-
-
-@dataclass(frozen=True, slots=True)
-class _Raw:
-    start: int
-    end: int
-    value: Decimal
-    step: Decimal | None  # None: infinitely coarse (a literal zero)
-    percent: bool
-    plain: bool = False  # plain ASCII digits, no separator, decimal or magnitude
-    factor: int = 1  # the magnitude written after it (1.2k → 1000)
-    words: bool = False  # written in words (English or Chinese)
-    decimal: bool = False  # a decimal fraction was written (0.62, 四点三)
-    quantity: bool = False  # a quantity word ("a dozen"), never mere wording
-
-
-def _step_of_int(value: int) -> Decimal | None:
-    if value == 0:
-        return None
-    zeros = 0
-    while value % 10 == 0:
-        value //= 10
-        zeros += 1
-    return _pow10(zeros)
-
-
-def _zh_stops(text: str) -> dict[int, int]:
-    """Where a stop word starts → its length (the longest there), found in one pass."""
-    return {m.start(): len(m.group(1)) for m in _ZH_STOP_AT.finditer(text)}
-
-
-def _zh_stop(stops: dict[int, int], start: int) -> bool:
-    # A stop word begins at or before the numeral ("统一", "一些") and covers its first
-    # character; one that begins inside it ("七十一次" holds "一次") leaves it alone.
-    return any(stops.get(p, 0) > start - p for p in range(start - _ZH_STOP_MAX + 1, start + 1))
-
-
-def _arabic(norm: str) -> list[_Raw]:
-    out: list[_Raw] = []
-    for m in _ARABIC.finditer(norm):
-        int_text = m.group(1).translate(_DROP_SEPARATORS)
-        frac = m.group(2) or ""
-        value = Decimal(f"{int_text}.{frac}" if frac else int_text)
-        step: Decimal | None
-        step = _pow10(-len(frac)) if frac else _step_of_int(int(int_text))
-        end = m.end()
-        mag = _MAGNITUDE.match(norm, end)
-        factor = 1
-        if mag:
-            key = (mag.group(1) or mag.group(2) or mag.group(3)).lower()
-            factor = _MAGNITUDES[key]
-            value *= factor
-            step = None if step is None else step * factor
-            if frac == "" and step is not None:
-                step = _step_of_int(int(value))
-            end = mag.end()
-        start = m.start()
-        prefix = norm[max(0, start - 4) : start]
-        percent = prefix.rstrip().endswith("百分之")
-        if percent:
-            start -= len(prefix) - prefix.rfind("百分之")
-        plain = not mag and not frac and m.group(1).isdigit()
-        out.append(_Raw(start, end, value, step, percent, plain, factor, decimal=bool(frac)))
-    return out
-
-
-def _chinese(norm: str, taken: list[tuple[int, int]]) -> list[_Raw]:
-    out: list[_Raw] = []
-    stops: dict[int, int] | None = None
-    covered = {i for lo, hi in taken for i in range(lo, hi)}
-    for m in _ZH_NUM.finditer(norm):
-        start, end = m.start(), m.end()
-        chars = m.group(0)
-        if start in covered or not chars.strip("百千万亿"):
-            continue  # a magnitude suffix of an Arabic number, or a lone multiplier
-        percent = False
-        if chars.startswith("百") and norm.startswith("百分之", start):
-            continue  # handled below through the 之 prefix
-        per = norm[max(0, start - 3) : start]
-        if per in ("百分之", "千分之"):
-            percent, start = True, start - 3
-        int_part, _, frac = chars.partition("点")
-        if stops is None:
-            stops = _zh_stops(norm)
-        if not percent and _zh_stop(stops, m.start()):
-            continue
-        parsed = parse_zh_int(int_part) if int_part else 0
-        if parsed is None:
-            continue
-        frac_digits = "".join(str("零一二三四五六七八九".find(c) if c != "〇" else 0) for c in frac)
-        if frac and "-1" in frac_digits:
-            continue
-        value = Decimal(f"{parsed}.{frac_digits}") if frac else Decimal(parsed)
-        step = _pow10(-len(frac)) if frac else _step_of_int(parsed)
-        if per == "千分之":  # per mille, read in points
-            value /= 10
-            step = None if step is None else step / 10
-        raw = _Raw(start, end, value, step, percent, words=True, decimal=bool(frac))
-        out.append(_tenths(norm, raw, int_part) or raw)
-    return out
-
-
-def _tenths(norm: str, raw: _Raw, int_part: str) -> _Raw | None:
-    """六成 = 60%, 六成二 = 62%, 八折 = 80%, 八五折 = 85%, 8.5折 = 85% (in points)."""
-    t = _TENTHS.match(norm, raw.end)
-    after = norm[t.end() : t.end() + 1] if t else ""
-    if t is None or raw.percent or (after and after in _TENTHS_NOT):
-        return None
-    value, step = raw.value, raw.step
-    if len(int_part) == 2 and all(c in "零〇一二两三四五六七八九" for c in int_part):
-        value = Decimal("零一二三四五六七八九".find(int_part[0].replace("两", "二")) * 10)
-        value += Decimal(max(0, "零一二三四五六七八九".find(int_part[1].replace("两", "二"))))
-        return _Raw(raw.start, t.end(), value, Decimal(1), True, words=True)
-    if value >= 10:
-        return None
-    end = t.end()
-    value, step = value * 10, (Decimal(10) if step is None else step * 10)
-    if t.group(1) == "成":
-        after = norm[end : end + 1]
-        digit = "一二三四五六七八九".find(after)
-        if after and digit >= 0:
-            value, step, end = value + digit + 1, Decimal(1), end + 1
-    return _Raw(raw.start, end, value, step, True, words=raw.words)
-
-
-def _fenzhi(norm: str) -> list[_Raw]:
-    """五分之三 = 60%, 3分之1 ≈ 33% (in points, to the precision :func:`fraction_step` gives)."""
-    out: list[_Raw] = []
-    for m in _FENZHI.finditer(norm):
-        den_s, num_s = m.group(1), m.group(2)
-        if den_s in ("百", "千", "万"):
-            continue  # 百分之六十二: a percentage, read with the numbers
-        den = int(den_s) if den_s.isdigit() else parse_zh_int(den_s)
-        num = int(num_s) if num_s.isdigit() else parse_zh_int(num_s)
-        if den is None or num is None or not 0 < num < den:
-            continue
-        value = Decimal(100 * num) / Decimal(den)
-        step = Decimal(repr(fraction_step(den)))
-        out.append(_Raw(m.start(), m.end(), value, step, True, words=True))
-    return out
-
-
-def _raw_numbers(norm: str) -> list[_Raw]:
-    out = _fenzhi(norm) if "分之" in norm else []
-    taken = [(r.start, r.end) for r in out]
-    out.extend(r for r in _arabic(norm) if not any(lo <= r.start < hi for lo, hi in taken))
-    taken = [(r.start, r.end) for r in out]
-    for w in english_fractions(norm):
-        if not any(lo < w.end and w.start < hi for lo, hi in taken):
-            out.append(_Raw(w.start, w.end, w.value, w.step, True, words=True, quantity=True))
-            taken.append((w.start, w.end))
-    for w in english_numbers(norm):
-        if not any(lo < w.end and w.start < hi for lo, hi in taken):
-            decimal = w.step is not None and w.step < 1
-            dozen = "dozen" in norm[w.start : w.end].lower()
-            raw = _Raw(w.start, w.end, w.value, w.step, False, words=True, decimal=decimal)
-            out.append(replace(raw, quantity=True) if dozen else raw)
-    out.extend(_chinese(norm, taken))
-    # Arabic digits before 成/折 ("3成", "8.5折").
-    for i, r in enumerate(out):
-        if not r.words and not r.percent:
-            t = _tenths(norm, r, "")
-            if t is not None:
-                out[i] = t
-    out.sort(key=lambda r: r.start)
-    # A digit swallowed by 成 ("六成二") is not a number of its own.
-    kept: list[_Raw] = []
-    for r in out:
-        if kept and r.start < kept[-1].end:
-            continue
-        kept.append(r)
-    return kept
-
-
-@dataclass(slots=True)
-class _Draft:
-    start: int
-    end: int
-    num_end: int
-    value: Decimal
-    step: Decimal | None
-    percent: bool
-    plain: bool = False
-    approx: bool = False
-    unit: str = ""
-    bound: str | None = None
-    constant: str | None = None
-    lo: Decimal | None = None
-    hi: Decimal | None = None
-    factor: int = 1
-    words: bool = False
-    decimal: bool = False
-    currency: str = ""
-    quantity: bool = False
-
-
-def _decorate(norm: str, raw: _Raw, spans: list[tuple[int, int, str]]) -> _Draft:
-    d = _Draft(raw.start, raw.end, raw.end, raw.value, raw.step, raw.percent, raw.plain)
-    d.factor, d.words, d.decimal, d.quantity = raw.factor, raw.words, raw.decimal, raw.quantity
-    d.constant = constant_for(spans, raw.start, raw.end)
+def _decorate(norm: str, d: _Draft, spans: ConstantIndex) -> _Draft:
+    """``d`` (as read) with its constant reason and the words around it, in place."""
+    raw_start = d.start
+    end = d.end
+    # (A mixed fraction of a time unit comes in as a duration: keep it.)
+    d.constant = spans.find(raw_start, end) or d.constant
     if d.constant is not None and d.constant not in _DECORATED_CONSTANTS:
         return d  # a date or a week: its neighbours' words do not matter
-    end = raw.end
-    approx_after = _ZH_APPROX_SUFFIX.match(norm, end)
-    if approx_after:
-        d.approx, end = True, approx_after.end()
-    pct = None if d.percent and raw.words else _PERCENT.match(norm, end)
+    # Each pattern after the number is tried only when the next character can begin it
+    # (a space, or one of its first characters): most numbers are followed by neither.
+    nxt = norm[end : end + 1]
+    if nxt == "多" or nxt == "余":  # _ZH_APPROX_SUFFIX
+        d.approx, end = True, end + 1
+        nxt = norm[end : end + 1]
+    space = nxt.isspace()
+    pct = None
+    if not (d.percent and d.words) and (space or nxt in _PERCENT_FIRST):
+        pct = _PERCENT.match(norm, end)
     if pct:
         d.percent, end = True, pct.end()
     elif not d.percent:
-        unit = _UNIT_EN.match(norm, end) or _UNIT_ZH.match(norm, end)
+        unit = None
+        if space or "a" <= nxt <= "z":
+            unit = _UNIT_EN.match(norm, end)
+        if unit is None and (space or nxt in _UNIT_ZH_FIRST):
+            unit = _UNIT_ZH.match(norm, end)
         if unit:
             d.unit, end = unit.group(1), unit.end()
             if d.unit == "万元":  # 128万元: the magnitude was not read with the digits
@@ -416,19 +197,24 @@ def _decorate(norm: str, raw: _Raw, spans: list[tuple[int, int, str]]) -> _Draft
                     d.value *= 10_000
                     d.step = None if d.step is None else d.step * 10_000
                     d.factor = 10_000
-    tail = _APPROX_AFTER.match(norm, end)
+    nxt = norm[end : end + 1]
+    tail = _APPROX_AFTER.match(norm, end) if nxt == "左" or nxt == "上" or nxt.isspace() else None
     if tail:
         d.approx, end = True, tail.end()
     d.end = end
-    before = norm[max(0, raw.start - 24) : raw.start]
+    before = norm[max(0, raw_start - 24) : raw_start]
     last = before.rstrip()[-1:]
-    currency = _CURRENCY_BEFORE.search(before) if last in _CURRENCY_LAST else None
+    currency = (
+        _ending(_CURRENCY_BEFORE, before, _CURRENCY_LONGEST) if last in _CURRENCY_LAST else None
+    )
     if currency:
         d.currency = currency.group(0).strip()
-        d.start = raw.start - (len(before) - currency.start())
+        d.start = raw_start - (len(before) - currency.start())
         before = before[: currency.start()]
         last = before.rstrip()[-1:]
-    approx = _APPROX_BEFORE.search(before) if last and last in _APPROX_LAST else None
+    approx = (
+        _ending(_APPROX_BEFORE, before, _APPROX_LONGEST) if last and last in _APPROX_LAST else None
+    )
     if (
         approx
         and approx.group(0).strip() in "~≈"
@@ -439,7 +225,7 @@ def _decorate(norm: str, raw: _Raw, spans: list[tuple[int, int, str]]) -> _Draft
         d.approx, d.start = True, d.start - (len(before) - approx.start())
     window = norm[max(0, d.start - 24) : d.start]
     last = window.rstrip()[-1:]
-    bound = _BOUND_BEFORE.search(window) if last and last in _BOUND_LAST else None
+    bound = _ending(_BOUND_BEFORE, window, _BOUND_LONGEST) if last and last in _BOUND_LAST else None
     if bound:
         d.bound = "<" if bound.group(1) else ">"
         d.start -= len(bound.group(0))
@@ -532,9 +318,10 @@ def _scale_point(d: _Draft) -> bool:
     """A point of the rating scale ("5 stars", "5 星"), not a mean."""
     if d.constant == "scale":
         return True
+    if not d.unit or d.approx or d.lo is not None or not 0 <= d.value <= 5:
+        return False  # (the cheap tests first)
     integer = d.step is None or d.step >= 1
-    stars = canonical_unit(d.unit) == "stars" if d.unit else False
-    return stars and integer and 0 <= d.value <= 5 and not d.approx and d.lo is None
+    return integer and canonical_unit(d.unit) == "stars"
 
 
 def _range(norm: str, a: _Draft, b: _Draft, between: re.Match[str] | None) -> _Draft:
@@ -599,7 +386,7 @@ def extract_mentions(text: str) -> list[NumberMention]:
     raws = _raw_numbers(norm)
     if not raws:
         return []
-    spans = constant_spans(norm, [r.start for r in raws])
+    spans = ConstantIndex(constant_spans(norm, [r.start for r in raws]))
     drafts = [_decorate(norm, raw, spans) for raw in raws]
     mentions: list[NumberMention] = []
     for d in _merge(norm, drafts):
@@ -607,26 +394,57 @@ def extract_mentions(text: str) -> list[NumberMention]:
         if d.currency:
             key = CURRENCY_PREFIXES.get(d.currency.lower(), key)
         category = "percent" if d.percent else _CATEGORY_OF_KEY.get(key, key or None)
-        lo = d.value if d.lo is None else d.lo
-        hi = d.value if d.hi is None else d.hi
+        value = _float(d.value)
         mentions.append(
-            NumberMention(
-                span=(d.start, d.end),
-                text=text[d.start : d.end],
-                value=float(d.value),
-                step=float("inf") if d.step is None else float(d.step),
-                is_range=d.lo is not None,
-                lo=float(lo),
-                hi=float(hi),
-                approx=d.approx,
-                percent=d.percent,
-                unit=d.unit or d.currency,
-                category=category,
-                bound=d.bound,
-                constant=_public(d, category),
-                unit_key="share" if d.percent else key,
-                decimal=d.decimal and not d.percent,
-                num_end=d.num_end,
+            _new_mention(
+                (d.start, d.end),
+                text[d.start : d.end],
+                value,
+                _INF if d.step is None else _float(d.step),
+                d.lo is not None,
+                value if d.lo is None else _float(d.lo),
+                value if d.hi is None else _float(d.hi),
+                d.approx,
+                d.percent,
+                d.unit or d.currency,
+                category,
+                d.bound,
+                _public(d, category),
+                "share" if d.percent else key,
+                d.decimal and not d.percent,
+                d.num_end,
             )
         )
     return mentions
+
+
+_INF = float("inf")
+_FLOATS: dict[Decimal, float] = {}
+
+
+def _float(value: Decimal) -> float:
+    """``float(value)``, remembered: ``Decimal.__float__`` goes through a string (~1 µs).
+
+    Zero is not remembered (``-0`` and ``0`` are equal keys but different floats).
+    """
+    f = _FLOATS.get(value)
+    if f is None:
+        f = float(value)
+        if value:
+            if len(_FLOATS) >= 4096:
+                _FLOATS.clear()
+            _FLOATS[value] = f
+    return f
+
+
+# NumberMention's slots, set directly: a frozen dataclass's __init__ goes through
+# object.__setattr__ for every field (~5× the cost), and extraction builds one per figure.
+_MENTION_SLOTS = tuple(getattr(NumberMention, f.name).__set__ for f in fields(NumberMention))
+
+
+def _new_mention(*values: object) -> NumberMention:
+    """A :class:`NumberMention` from all its fields, in declaration order."""
+    m = object.__new__(NumberMention)
+    for put, v in zip(_MENTION_SLOTS, values, strict=True):
+        put(m, v)
+    return m

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import NamedTuple
 
@@ -44,6 +45,7 @@ class WordNumber(NamedTuple):
     end: int
     value: Decimal
     step: Decimal | None  # None: a literal zero (says nothing about precision)
+    mixed: bool = False  # a whole number and a fraction ("four and a half")
 
 
 _SMALL = (
@@ -64,7 +66,42 @@ _EN_NUMBER = re.compile(
     rf"(?:\s+(?P<mag>thousand|million|billion))?"
     rf"(?P<dozen>\s*dozen)?)\b(?!-)"
 )
-_FIRST_WORD = re.compile(rf"\b(?:{_W}|a|an|half)\b")
+
+
+def _at_word_start(word: str) -> str:
+    """``\bword`` written as ``w(?<=\bw)ord``: a pattern whose branches all begin with a
+    literal is scanned for those first characters in C; one that begins with ``\b``
+    is tried at every position."""
+    first = re.escape(word[0])
+    return rf"{first}(?<=\b{first}){re.escape(word[1:])}"
+
+
+# "\b(?:{_W}|a|an|half)\b", scanned fast (see _at_word_start).
+_FIRST_WORD = re.compile(
+    "|".join(rf"{_at_word_start(w)}\b" for w in [*_SMALL, *_MAGS, "a", "an", "half"])
+)
+# Where an _EN_NUMBER match can begin: a word start followed by one of its first words.
+# ("a" only as the word "a"/"an" and a space, as _EN_NUMBER's "an?\s+": not every a-word.)
+_NUMBER_START = re.compile(
+    "|".join([*(_at_word_start(w) for w in [*_SMALL, *_MAGS, "half"]), r"a(?<=\ba)n?\s"])
+)
+
+
+def _number_matches(text: str) -> Iterator[re.Match[str]]:
+    """``_EN_NUMBER.finditer(text)``, tried only where a number word begins.
+
+    The same matches: finditer tries every position from the last match's end and
+    yields the first that matches; here the positions where no number word begins
+    (where _EN_NUMBER cannot match) are skipped by a fast scan.
+    """
+    pos = 0
+    while (start := _NUMBER_START.search(text, pos)) is not None:
+        m = _EN_NUMBER.match(text, start.start())
+        if m is None:
+            pos = start.start() + 1
+            continue
+        yield m
+        pos = m.end()  # never empty: a match holds at least one word
 
 
 def _int_words(words: str) -> int | None:
@@ -84,7 +121,10 @@ def english_numbers(text: str) -> list[WordNumber]:
     out: list[WordNumber] = []
     if _FIRST_WORD.search(text) is None:  # most texts: no number word at all
         return out
-    for m in _EN_NUMBER.finditer(text):
+    mixed = _mixed_fractions(text) if "and" in text else []
+    for m in _number_matches(text):
+        if mixed and any(w.start < m.end() and m.start() < w.end for w in mixed):
+            continue  # a part of "four and a third", read whole
         if m.group("half"):
             out.append(WordNumber(m.start(), m.end(), Decimal(6), Decimal(1)))
             continue
@@ -97,6 +137,8 @@ def english_numbers(text: str) -> list[WordNumber]:
             if words.split()[0].lower() in _MAGS:
                 words = "one " + words
             parsed = _int_words(words.replace("-", " ").replace(" and ", " "))
+            if parsed is None:
+                parsed = _digit_by_digit(words)
             if parsed is None:
                 continue
             value = parsed
@@ -117,6 +159,59 @@ def english_numbers(text: str) -> list[WordNumber]:
         if m.group("mag") and not frac and words is not None and mag > 1:
             step = _int_step(int(number))
         out.append(WordNumber(m.start(), m.end(), number, step))
+    if mixed:
+        out.extend(mixed)
+        out.sort()
+    return out
+
+
+def _digit_by_digit(words: str) -> int | None:
+    """ "one-five-seven" → 157: three or more digits read out one by one, joined by hyphens.
+
+    Only hyphens, and not two digits: "two-three times" and "two three times" are more
+    likely "two or three" than 23.
+    """
+    parts = words.split("-")
+    if len(parts) < 3 or not all(p in _DIGIT_WORDS for p in parts):
+        return None
+    return int("".join(str(_DIGIT_WORDS[p]) for p in parts))
+
+
+_NUMERATORS = {"a": 1, "an": 1, **{w: i for w, i in _DIGIT_WORDS.items() if 0 < i < 10}}
+_NUMERATORS.pop("oh", None)
+_DENOMINATOR_WORDS = (
+    "half halves third thirds quarter quarters fourth fourths fifth fifths tenth tenths".split()
+)
+# "four and a half", "eighteen and a half", "seven and three quarters": the whole part is a
+# run of number words without "and" (its first word matched as in _FIRST_WORD: fast).
+_MIXED = re.compile(
+    rf"(?P<whole>(?:{'|'.join(_at_word_start(w) for w in [*_SMALL, *_MAGS])})"
+    rf"(?:(?:\s+|-)(?:{_W}))*)"
+    rf"\s+and\s+(?P<num>{'|'.join(_NUMERATORS)})[\s-]+(?P<den>{'|'.join(_DENOMINATOR_WORDS)})\b"
+)
+
+
+# The tail every _MIXED match holds, beginning with a literal.
+_MIXED_ANCHOR = re.compile(
+    rf"and\s+(?:{'|'.join(_NUMERATORS)})[\s-]+(?:{'|'.join(_DENOMINATOR_WORDS)})\b"
+)
+
+
+def _mixed_fractions(text: str) -> list[WordNumber]:
+    """ "Four and a third" = 4.33…, stated to :func:`fraction_step` of its denominator
+    (in units: a third, a half, a quarter → 0.1), the rule fractions of a share follow."""
+    out: list[WordNumber] = []
+    if _MIXED_ANCHOR.search(text) is None:  # (found by its literal "and": fast)
+        return out
+    for m in _MIXED.finditer(text):
+        whole = _int_words(m.group("whole").replace("-", " "))
+        num = _NUMERATORS[m.group("num")]
+        den = _DENOMINATORS[m.group("den")]
+        if whole is None or not 0 < num < den:
+            continue
+        value = Decimal(whole) + Decimal(num) / Decimal(den)
+        step = Decimal(repr(fraction_step(den))) / 100
+        out.append(WordNumber(m.start(), m.end(), value, step, mixed=True))
     return out
 
 
@@ -135,21 +230,30 @@ _DENOMINATORS = {
     "fourth": 4, "fourths": 4, "fifth": 5, "fifths": 5, "tenth": 10, "tenths": 10,
 }  # fmt: skip
 _PART_OF = ("the ", "first ", "second ", "latter ", "last ", "other ")
+# What follows a fraction word that is a share: "of" ("two thirds of the ratings"), or a
+# verb whose subject it is ("a third were positive", "half said …").
+_SHARE_FOLLOWS = (
+    r"(?=\s+(?:of|were|was|are|is|said|say|gave|give|rated|reported|mentioned|had|have|"
+    r"felt|found|wanted|asked|ended|crashed|came|got|left|chose|preferred|agreed|liked)\b)"
+)
+# Every _EN_FRACTION match holds one of these: texts without any skip the full pattern.
+_DENOMINATOR_OF = re.compile("|".join(rf"{d}{_SHARE_FOLLOWS}" for d in _DENOMINATORS))
 _EN_FRACTION = re.compile(
     r"\b(?:(a|an|one|two|three|four|five|six|seven|eight|nine)[\s-]+)?"
-    rf"({'|'.join(_DENOMINATORS)})(?=\s+of\b)"
+    rf"({'|'.join(_DENOMINATORS)}){_SHARE_FOLLOWS}"
 )
 
 
 def english_fractions(text: str) -> list[WordNumber]:
-    """ "Two thirds of", "a quarter of", "half of": a share in percentage points.
+    """ "Two thirds of", "a quarter of", "half of", "a third were": a share in percentage points.
 
-    Only before "of" ("the second half of the week" is no share… but "half of the
-    students" is; the guard then matches it to a proportion or calls it unsupported).
+    Only before "of" or a verb it is the subject of ("the second half of the week" is
+    no share… but "half of the students" and "a third were positive" are; the guard
+    then matches it to a proportion or calls it unsupported).
     The precision is :func:`fraction_step` of the denominator.
     """
     out: list[WordNumber] = []
-    if " of" not in text:
+    if _DENOMINATOR_OF.search(text) is None:
         return out
     for m in _EN_FRACTION.finditer(text):
         word = m.group(1)
@@ -182,8 +286,18 @@ _ZH_UNITS = {"十": 10, "百": 100, "千": 1000}
 _ZH_BIGS = {"万": 10_000, "亿": 100_000_000}
 
 
+_ZH_POSITIONAL = frozenset("〇零一二三四五六七八九")
+
+
 def parse_zh_int(chars: str) -> int | None:
-    """A Chinese integer (一百五十七, 两千五, 一万二千八百四十), or ``None`` if malformed."""
+    """A Chinese integer (一百五十七, 两千五, 一万二千八百四十), or ``None`` if malformed.
+
+    Three or more digits without 十/百/千 are read one by one, as a year or a code is
+    written (一五七 = 157, 二〇二六 = 2026). Two are not: 三四 is "three or four" and 九〇
+    (后) a decade, so they keep the old reading (the last digit, plain wording).
+    """
+    if len(chars) > 2 and all(c in _ZH_POSITIONAL for c in chars):
+        return int("".join(str(_ZH_DIGIT[c]) for c in chars))
     total = section = num = 0
     last_unit = 0
     for i, ch in enumerate(chars):

@@ -159,6 +159,23 @@ def _stat_hint(context: str) -> str | None:
     return best
 
 
+def _blank(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with every character of the spans (the union) replaced by a space."""
+    if not spans:
+        return text
+    parts: list[str] = []
+    done = 0  # text[:done] is in parts
+    for a, b in sorted(spans):
+        if b <= done:
+            continue
+        a = max(a, done)
+        parts.append(text[done:a])
+        parts.append(" " * (b - a))
+        done = b
+    parts.append(text[done:])
+    return "".join(parts)
+
+
 def _line_language(text: str, pos: int) -> str:
     start = text.rfind("\n", 0, pos) + 1
     end = text.find("\n", pos)
@@ -190,6 +207,16 @@ def _as_points(m: NumberMention) -> NumberMention:
     """A proportion written as a decimal (``0.62``), read in percentage points."""
     step = m.step * 100 if math.isfinite(m.step) else m.step
     return replace(m, value=m.value * 100, lo=m.lo * 100, hi=m.hi * 100, step=step)
+
+
+def _fit_key(m: NumberMention) -> tuple[bool, bool, str, bool]:
+    """Everything of ``m`` that :func:`_fit` reads."""
+    return (
+        m.percent,
+        bool(m.decimal and not m.unit_key and 0 <= m.lo and m.hi <= 1),
+        m.unit_key,
+        m.category == "rating",
+    )
 
 
 def _fit(m: NumberMention, t: Target) -> int | None:
@@ -247,6 +274,9 @@ class Guard:
         self._unsupported = unsupported
         self._constants = frozenset(float(c) for c in allowed_constants)
         self._tolerance = float(match_tolerance)
+        # _fit depends on a mention only through _fit_key: its fits against every target
+        # are computed once per key and kept (a handful of keys per guard).
+        self._fits: dict[tuple[bool, bool, str, bool], tuple[tuple[int, Target, int], ...]] = {}
 
     @property
     def release_names(self) -> tuple[str, ...]:
@@ -287,11 +317,7 @@ class Guard:
         mentions = tuple(self._reopen(m) for m in extract_mentions(readable))
         # A public constant's words are not context for the figures after it ("2 stars:
         # about 210" speaks of a count, not of the mean rating in stars).
-        blanked = readable
-        for c in mentions:
-            if c.constant is not None:
-                a, b = c.span
-                blanked = blanked[:a] + " " * (b - a) + blanked[b:]
+        blanked = _blank(readable, [c.span for c in mentions if c.constant is not None])
         occurrences = self._terms.find(blanked) if mentions else None
         matches: list[str | None] = []
         violations: list[Violation] = [
@@ -392,16 +418,19 @@ class Guard:
         then the releases of the figure's unit, then every release the figure's
         form fits, nearest by value (a generic word — "average", "share" — breaks ties).
         """
-        fits: list[tuple[Target, int]] = []
-        by_name: list[tuple[Target, int]] = []
-        for i, t in enumerate(self._targets):
-            f = _fit(m, t)
-            if f is not None:
-                fits.append((t, f))
-                if i in named:
-                    by_name.append((t, f))
-        if not fits:
+        form = _fit_key(m)
+        fitting = self._fits.get(form)
+        if fitting is None:
+            fitting = tuple(
+                (i, t, f) for i, t in enumerate(self._targets) if (f := _fit(m, t)) is not None
+            )
+            if len(self._fits) >= 256:  # unit words are open-ended: keep it bounded
+                self._fits.clear()
+            self._fits[form] = fitting
+        if not fitting:
             return None, [], False
+        fits = [(t, f) for _, t, f in fitting]
+        by_name = [(t, f) for i, t, f in fitting if i in named] if named else []
         if by_name:
             pool = by_name
         else:

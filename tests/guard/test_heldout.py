@@ -3,7 +3,9 @@
 Written after the generator and the guard changes, in other phrasings, and measured
 before any fix (the figures are in notes/issue-19.md): 63 sentences, recall 93.8%,
 false flags 3.2%; one label was then corrected (六成五 = 65% lies in the band) and
-"1.28 mn" (a space before mn/bn) is now read. "Four and a third" still is not. The thresholds here are
+"1.28 mn" (a space before mn/bn) is now read. "Four and a third" is read since (4.33 stated
+to a tenth, as a third is precise to, inside the band) and so accepted: it stays a miss under
+its label, which expects two decimals (notes/issue-19-speed.md). The thresholds here are
 looser than the generated set's goal on purpose: these sentences are few (one miss
 is ~4 points) and were not tuned against.
 """
