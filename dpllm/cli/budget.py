@@ -252,11 +252,12 @@ def show(
             continue
         windows = {b.window for b in ledger.balances() if b.pool == spec.name and b.spent}
         spent = ledger.lifetime_spent(spec.name)
-        bound = (
-            "unbounded (no lifetime cap)"
-            if spec.lifetime_cap is None
-            else _as_epsilon(spec, spec.lifetime_cap, spec.delta_lifetime_cap)
-        )
+        if spec.lifetime_cap is not None:
+            bound = _as_epsilon(spec, spec.lifetime_cap, spec.delta_lifetime_cap)
+        elif spec.delta_lifetime_cap is not None:
+            bound = f"{_symbol(spec)} unbounded (no lifetime cap), δ ≤ {_delta(spec.delta_lifetime_cap)}"
+        else:
+            bound = "unbounded (no lifetime cap)"
         so_far = _as_epsilon(spec, spent, ledger.delta_lifetime_spent(spec.name))
         loss.add_row(spec.name, str(len(windows)), so_far, bound)
     local = ledger.local_worst_case()
