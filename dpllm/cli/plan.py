@@ -228,8 +228,8 @@ def _ledger_position(console: _Console, settings: Settings, week: str, total: fl
                     delta_left = spec.delta_window_cap / DELTA_UNIT
                 verdict = "fits" if total <= left + 1e-12 else "does NOT fit"
                 console.print(
-                    f"ledger: pool {spec.name!r} has {sym} {left:g} and δ {delta_left:g} left in "
-                    f"{week}; the plan ({sym} {total:.3g}) {verdict}"
+                    f"ledger: pool {spec.name!r} has {sym} {left:g} left in {week} "
+                    f"(δ {delta_left:g}); the plan ({sym} {total:.3g}) {verdict}"
                 )
         finally:
             ledger.close()

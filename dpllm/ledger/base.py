@@ -124,6 +124,8 @@ def to_delta_units(delta: float | int | Fraction | Decimal, *, cap: bool = False
     """
     if isinstance(delta, bool) or not isinstance(delta, int | float | Fraction | Decimal):
         raise InvalidPrivacyParameter(f"delta must be a number, got {delta!r}")
+    if delta == 0:  # the common case (every pure ε and zCDP charge), without the arithmetic
+        return 0
     try:
         exact = Fraction(Decimal(repr(delta))) if isinstance(delta, float) else Fraction(delta)
     except (ValueError, ArithmeticError) as exc:
