@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from dpllm.errors import ConfigError
-from dpllm.ledger.base import PoolSpec
+from dpllm.ledger.base import (
+    DEFAULT_DELTA_WINDOW_CAP,
+    DELTA_UNIT,
+    PoolSpec,
+    derived_delta_lifetime_cap,
+    to_delta_units,
+)
 from dpllm.release import Measure, to_micro
 
 __all__ = [
@@ -474,7 +480,17 @@ class Settings:
                 raise r.error("pools", "each [[pools]] entry must be a table")
             pr = _Reader(entry, r.text, f"pools[{i}]")
             pr.unknown(
-                {"name", "measure", "window_cap", "lifetime_cap", "parent", "delta", "on_exceed"}
+                {
+                    "name",
+                    "measure",
+                    "window_cap",
+                    "lifetime_cap",
+                    "parent",
+                    "delta",
+                    "on_exceed",
+                    "delta_window_cap",
+                    "delta_lifetime_cap",
+                }
             )
             name = pr.get("name", str, "")
             measure = Measure(pr.choice("measure", ("pure", "zcdp"), "pure"))
@@ -482,6 +498,15 @@ class Settings:
             if window_cap is None:
                 raise pr.error("window_cap", "is required (ε per window, or ρ for zCDP pools)")
             lifetime = pr.number("lifetime_cap", None, positive=True)
+            delta_window = pr.number("delta_window_cap", DEFAULT_DELTA_WINDOW_CAP / DELTA_UNIT)
+            delta_life = pr.number("delta_lifetime_cap", None)
+            for key, value in (
+                ("delta_window_cap", delta_window),
+                ("delta_lifetime_cap", delta_life),
+            ):
+                if value is not None and value > 1:
+                    raise pr.error(key, f"is a δ and must be ≤ 1, got {value!r}")
+            delta_window_units = to_delta_units(delta_window or 0.0, cap=True)
             try:
                 pools.append(
                     PoolSpec(
@@ -492,6 +517,16 @@ class Settings:
                         parent=pr.get("parent", str, None),
                         delta=pr.number("delta", 1e-6, positive=True) or 1e-6,
                         on_exceed=pr.choice("on_exceed", ("refuse", "queue"), "refuse"),
+                        delta_window_cap=delta_window_units,
+                        delta_lifetime_cap=(
+                            derived_delta_lifetime_cap(
+                                to_micro(window_cap),
+                                None if lifetime is None else to_micro(lifetime),
+                                delta_window_units,
+                            )
+                            if delta_life is None
+                            else to_delta_units(delta_life, cap=True)
+                        ),
                     )
                 )
             except ConfigError as exc:
@@ -636,6 +671,9 @@ class Settings:
                 measure=Measure.PURE,
                 window_cap=to_micro(2.0),
                 lifetime_cap=to_micro(20.0),
+                delta_lifetime_cap=derived_delta_lifetime_cap(
+                    to_micro(2.0), to_micro(20.0), DEFAULT_DELTA_WINDOW_CAP
+                ),
             ),
             PoolSpec(
                 name="weekly",

@@ -99,15 +99,32 @@ def _symbol(pool: PoolSpec) -> str:
     return "ε" if pool.measure.value == "pure" else "ρ"
 
 
-def _as_epsilon(pool: PoolSpec, micro: int) -> str:
-    """``micro`` of ``pool``'s measure as an ε statement (with δ for zCDP)."""
+def _as_epsilon(pool: PoolSpec, micro: int, delta_units: int | None = 0) -> str:
+    """``micro`` of ``pool``'s measure as an (ε, δ) statement.
+
+    ``delta_units`` is the δ charged (units of 10⁻¹⁵; ``None``: unlimited). A
+    zCDP pool's ρ converts at its reporting δ, which adds to the δ charged.
+    """
+    from dpllm.ledger.base import DELTA_UNIT
     from dpllm.release import Cost
 
-    cost = Cost(pool.measure, micro)
-    epsilon, delta = cost.to_epsilon_delta(delta=pool.delta)
+    if delta_units is None:
+        charged = "δ unbounded"
+    else:
+        charged = f"δ = {delta_units / DELTA_UNIT:.4g}"
     if pool.measure.value == "pure":
-        return f"ε = {_amount(micro)}"
-    return f"ρ = {_amount(micro)} → (ε = {epsilon:.4g}, δ = {delta:g})"
+        return f"ε = {_amount(micro)}, {charged}"
+    epsilon, delta = Cost(pool.measure, micro).to_epsilon_delta(delta=pool.delta)
+    if delta_units is None:
+        return f"ρ = {_amount(micro)} → (ε = {epsilon:.4g}, δ unbounded)"
+    total = delta + delta_units / DELTA_UNIT
+    return f"ρ = {_amount(micro)} → (ε = {epsilon:.4g}, δ = {total:.4g})"
+
+
+def _delta(units: int | None) -> str:
+    from dpllm.ledger.base import delta_text
+
+    return "no cap" if units is None else delta_text(units)
 
 
 def _balance_in(ledger: ManagedLedger, window: str, pool: str) -> Balance:
@@ -126,7 +143,7 @@ def show(
     from rich.table import Table
 
     from dpllm.cli.weekly import parse_window_option
-    from dpllm.ledger.base import ChargeStatus
+    from dpllm.ledger.base import DELTA_UNIT, ChargeStatus, iter_path, path_delta_remaining
 
     parsed = parse_window_option(window)  # a malformed window is a usage error (exit 2)
     window = None if parsed is None else parsed.key
@@ -153,12 +170,23 @@ def show(
                         "measure": spec.measure.value,
                         "lifetime_spent_micro": ledger.lifetime_spent(spec.name),
                         "lifetime_cap_micro": spec.lifetime_cap,
+                        "delta_unit": DELTA_UNIT,
+                        "delta_window_cap_units": spec.delta_window_cap,
+                        "delta_lifetime_spent_units": ledger.delta_lifetime_spent(spec.name),
+                        "delta_lifetime_cap_units": spec.delta_lifetime_cap,
                     }
                     for spec in pools.values()
                     if pool is None or spec.name == pool
                 ],
                 "balances": [
-                    asdict(b) | {"measure": b.measure.value, "remaining": b.remaining}
+                    asdict(b)
+                    | {
+                        "measure": b.measure.value,
+                        "remaining": b.remaining,
+                        "delta_remaining": b.delta_remaining,
+                        "delta_spent_value": b.delta_spent / DELTA_UNIT,
+                        "delta_total": b.total_delta,
+                    }
                     for b in balances
                 ],
                 "unreleased": [
@@ -167,6 +195,7 @@ def show(
                         "pool": r.pool,
                         "window": r.window,
                         "cost": r.cost.to_dict(),
+                        "delta_units": r.delta,
                         "status": r.status.value,
                     }
                     for r in unreleased
@@ -179,7 +208,10 @@ def show(
         console.print("No pools are configured in this ledger yet.")
         return
     table = Table(title=f"Privacy budget — {name}")
-    for heading in ("pool", "window", "spent", "remaining", "window cap", "lifetime"):
+    for heading in (
+        "pool", "window", "spent", "remaining", "window cap", "lifetime",
+        "δ spent / cap", "δ remaining", "δ lifetime",
+    ):  # fmt: skip
         table.add_column(heading, justify="left" if heading in ("pool", "window") else "right")
     from dpllm.ledger.base import path_remaining
 
@@ -192,6 +224,8 @@ def show(
         if b.granted:
             cap += f" ({'+' if b.granted > 0 else '−'}{_amount(abs(b.granted))} approved)"
         life_cap = "no cap" if b.lifetime_cap is None else _amount(b.lifetime_cap)
+        path = [p.name for p in iter_path(pools, b.pool)]
+        delta_left = path_delta_remaining(functools.partial(_balance_in, ledger, b.window), path)
         table.add_row(
             b.pool,
             b.window,
@@ -199,6 +233,9 @@ def show(
             f"{sym} {_amount(left)}",
             f"{sym} {cap}",
             f"{sym} {_amount(b.lifetime_spent)} / {life_cap}",
+            f"{_delta(b.delta_spent)} / {_delta(b.delta_window_cap)}",
+            _delta(delta_left),
+            f"{_delta(b.delta_lifetime_spent)} / {_delta(b.delta_lifetime_cap)}",
         )
     console.print(table)
     if not balances:
@@ -215,12 +252,14 @@ def show(
             continue
         windows = {b.window for b in ledger.balances() if b.pool == spec.name and b.spent}
         spent = ledger.lifetime_spent(spec.name)
-        bound = (
-            "unbounded (no lifetime cap)"
-            if spec.lifetime_cap is None
-            else _as_epsilon(spec, spec.lifetime_cap)
-        )
-        loss.add_row(spec.name, str(len(windows)), _as_epsilon(spec, spent), bound)
+        if spec.lifetime_cap is not None:
+            bound = _as_epsilon(spec, spec.lifetime_cap, spec.delta_lifetime_cap)
+        elif spec.delta_lifetime_cap is not None:
+            bound = f"{_symbol(spec)} unbounded (no lifetime cap), δ ≤ {_delta(spec.delta_lifetime_cap)}"
+        else:
+            bound = "unbounded (no lifetime cap)"
+        so_far = _as_epsilon(spec, spent, ledger.delta_lifetime_spent(spec.name))
+        loss.add_row(spec.name, str(len(windows)), so_far, bound)
     local = ledger.local_worst_case()
     if local.micro:
         # Local-DP reports compose with the central releases: a user who reported

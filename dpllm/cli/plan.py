@@ -92,6 +92,7 @@ def plan(
 
     from dpllm.assess.planning import Population, evaluate_plan, plan_pool, suggest_split
     from dpllm.errors import DPLLMError
+    from dpllm.ledger.base import DELTA_UNIT
 
     try:
         settings = _settings(config, ledger)
@@ -103,8 +104,10 @@ def plan(
             rows, budget=budget, measure=pool.measure, targets=_parse_targets(target)
         )
         suggested = {r.name: r for r in evaluate_plan(settings, pop, amounts=split.amounts)}
+        planned_delta = _plan_delta(settings)
     except DPLLMError as exc:
         raise fail(str(exc), ExitCode.USAGE) from exc
+    delta_cap = pool.delta_window_cap / DELTA_UNIT
     sym = "ε" if pool.measure.value == "pure" else "ρ"
     if as_json:
         print_json(
@@ -128,7 +131,12 @@ def plan(
                     for r in rows
                 ],
                 "planned_total": sum(r.amount for r in rows),
-                "fits": sum(r.amount for r in rows) <= budget,
+                "fits": sum(r.amount for r in rows) <= budget and planned_delta <= delta_cap,
+                "planned_delta": planned_delta,
+                "delta_window_cap": delta_cap,
+                "delta_lifetime_cap": None
+                if pool.delta_lifetime_cap is None
+                else pool.delta_lifetime_cap / DELTA_UNIT,
                 "note": split.note,
             }
         )
@@ -165,6 +173,12 @@ def plan(
     console.print(f"planned total {sym} = {total:.3g} of a window cap of {budget:g}")
     if total > budget:
         console.print("[red]the plan does not fit the window cap; the weekly job would be refused")
+    console.print(
+        f"planned δ = {planned_delta:g} of a δ window cap of {delta_cap:g}"
+        + (" (every planned release is pure ε or zCDP)" if planned_delta == 0 else "")
+    )
+    if planned_delta > delta_cap:
+        console.print("[red]the plan's δ does not fit the δ window cap; the run would be refused")
     console.print(f"suggested split: {split.note}")
     if pool.lifetime_cap is not None or any(p.lifetime_cap for p in settings.default_pools):
         caps = [p.lifetime_cap for p in settings.default_pools if p.lifetime_cap is not None]
@@ -173,6 +187,14 @@ def plan(
     if week is not None:
         _ledger_position(console, settings, week, total)
     console.print("Widths come from each query's own calibration; no data was read.")
+
+
+def _plan_delta(settings: Settings) -> float:
+    """Σ δ of the plan's releases (approximate-DP ones only; 0 for pure ε and zCDP)."""
+    from dpllm.data.base import release_delta
+    from dpllm.weekly.wiring import build_plan
+
+    return sum(release_delta(q) for q in build_plan(settings).values())
 
 
 class _Console:
@@ -186,6 +208,7 @@ def _ledger_position(console: _Console, settings: Settings, week: str, total: fl
     """What the plan pool (and its parents) have left in ``week``, read from the ledger."""
     from dpllm.cli._common import exit_code_for, open_ledger
     from dpllm.errors import DPLLMError, UnknownPool
+    from dpllm.ledger.base import DELTA_UNIT
     from dpllm.weekly.wiring import pool_path
     from dpllm.windows import parse_week
 
@@ -199,10 +222,14 @@ def _ledger_position(console: _Console, settings: Settings, week: str, total: fl
                     left = ledger.balance(spec.name, week).remaining / 1_000_000
                 except UnknownPool:
                     left = spec.window_cap / 1_000_000
+                try:
+                    delta_left = ledger.balance(spec.name, week).delta_remaining / DELTA_UNIT
+                except UnknownPool:
+                    delta_left = spec.delta_window_cap / DELTA_UNIT
                 verdict = "fits" if total <= left + 1e-12 else "does NOT fit"
                 console.print(
-                    f"ledger: pool {spec.name!r} has {sym} {left:g} left in {week}; "
-                    f"the plan ({sym} {total:.3g}) {verdict}"
+                    f"ledger: pool {spec.name!r} has {sym} {left:g} left in {week} "
+                    f"(δ {delta_left:g}); the plan ({sym} {total:.3g}) {verdict}"
                 )
         finally:
             ledger.close()

@@ -25,8 +25,9 @@ clamped or rejected as a record; see :mod:`dpllm.data.sql`), and an engine
 failure after the read carries no database text (:mod:`dpllm.data.engines`).
 
 A query whose release has δ > 0 (:class:`~dpllm.data.topics.NewKeywords`) is
-refused unless the caller passes ``accept_delta=True``: the ledger caps ε (or
-ρ), not δ.
+refused unless the caller passes ``accept_delta=True``; an accepted δ is
+charged with the ε and capped by the pools' δ caps (per window and lifetime),
+so a δ overspend is a :class:`~dpllm.errors.BudgetExceeded` like an ε one.
 
 :meth:`StatsRunner.release_all` runs the shareable part of a set (count, active
 users, mean, histogram) as one batch: it charges every query of the batch
@@ -349,17 +350,17 @@ class StatsRunner:
         delta = release_delta(query)
         if delta > 0 and not accept_delta:
             raise InvalidPrivacyParameter(
-                f"query {query.name!r} is (ε, δ)-DP with δ = {delta:g} per user per window, and "
-                "the ledger caps ε (or ρ) but does not account δ: nothing would bound the δ "
-                "spent over releases. Pass accept_delta=True to release it anyway (δ is then "
-                "written into the charge's description and onto the release), or leave it out"
+                f"query {query.name!r} is (ε, δ)-DP with δ = {delta:g} per user per window: "
+                "a small chance that the release reveals more than ε. Pass accept_delta=True "
+                "to release it (δ is then charged to the pool's δ caps beside ε, and written "
+                "onto the release), or leave it out"
             )
         return delta
 
     def _description(self, query: Query, delta: float) -> str:
         text = f"{query.name} on {self._config.dataset_id}"
         if delta > 0:
-            text += f"; δ = {delta:g} per user per window, accepted, not capped by the ledger"
+            text += f"; δ = {delta:g} per user per window, charged to the δ caps"
         return text
 
     def _scope(self, window: Window) -> Scope:
@@ -392,9 +393,8 @@ class StatsRunner:
         Args:
             query: the query.
             window: the ISO week (a string must be exactly canonical, ``2026-W47``).
-            accept_delta: release a query whose release has δ > 0 although the
-                ledger does not account δ (δ goes into the charge's description
-                and onto the release).
+            accept_delta: release a query whose release has δ > 0 (δ is
+                charged to the pools' δ caps and goes onto the release).
 
         Returns:
             The stored release for this query id if there is one (no charge),
@@ -406,9 +406,10 @@ class StatsRunner:
             DataError: missing source or column (nothing charged), or
                 an engine failure after the read (charged; no database text).
             InvalidPrivacyParameter: δ > 0 and not ``accept_delta`` (nothing charged).
-            BudgetExceeded: the pool cannot take the cost (nothing charged).
+            BudgetExceeded: the pool cannot take the cost, ε or δ (nothing charged).
 
-        Privacy: ``query.cost`` per user in ``window`` (and its δ, if accepted).
+        Privacy: ``query.cost`` per user in ``window`` (and its δ, if accepted),
+        charged before the read.
 
         .. versionchanged:: unreleased no query fails because of the data;
            ``accept_delta``.
@@ -435,6 +436,7 @@ class StatsRunner:
             compute=lambda: self._publish(query, query.measure(scope), query_id, window),
             analyst=cfg.analyst,
             description=self._description(query, delta),
+            delta=delta,
         )
 
     def release_all(
@@ -586,6 +588,7 @@ class StatsRunner:
                         cost=queries[n].cost,
                         analyst=cfg.analyst,
                         description=self._description(queries[n], deltas[n]),
+                        delta=deltas[n],
                     )
                 )
             for qid, charge in charges.items():

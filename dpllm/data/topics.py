@@ -416,10 +416,10 @@ class NewKeywords(_Priced):
     ``P(Z ≥ τ−1) ≤ e^{−(τ−1)/b} ≤ δ/L``; at most L such words exist, so the
     selection is (ε, δ)-DP (Korolova et al. 2009; Wilson et al. 2020, §3).
 
-    Privacy: (ε, δ)-DP per user per window. The ledger caps ε only; δ is not
-    accounted by it, so :class:`~dpllm.data.stats.StatsRunner` refuses this
-    query unless the caller passes ``accept_delta=True`` (δ then goes into the
-    charge's description and onto the release).
+    Privacy: (ε, δ)-DP per user per window. :class:`~dpllm.data.stats.StatsRunner`
+    refuses this query unless the caller passes ``accept_delta=True``; δ is then
+    charged with ε and capped by the pools' δ caps (default 10⁻⁶ per window), and
+    written onto the release.
     """
 
     delta: float = 1e-6

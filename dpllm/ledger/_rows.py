@@ -11,7 +11,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dpllm.errors import BudgetExceeded, InvalidPrivacyParameter, LedgerError
-from dpllm.ledger.base import AuditEvent, ChargeRecord, ChargeStatus, PendingRequest, PoolSpec
+from dpllm.ledger.base import (
+    DEFAULT_DELTA_WINDOW_CAP,
+    DELTA_UNIT,
+    AuditEvent,
+    ChargeRecord,
+    ChargeStatus,
+    PendingRequest,
+    PoolSpec,
+    delta_text,
+)
 from dpllm.release import Cost, Measure, Release
 from dpllm.windows import Window
 
@@ -106,6 +115,8 @@ def pool_from_row(row: Row) -> PoolSpec:
         delta=float(row[5]),
         on_exceed=row[6],
         reserve=row[7],
+        delta_window_cap=int(row[9]) if len(row) > 9 else DEFAULT_DELTA_WINDOW_CAP,
+        delta_lifetime_cap=None if len(row) <= 10 or row[10] is None else int(row[10]),
     )
 
 
@@ -122,6 +133,7 @@ def charge_from_row(row: Row) -> ChargeRecord:
         lease_expires=row[9],
         ticket=row[10],
         error_class=row[12] if len(row) > 12 else None,
+        delta=int(row[13]) if len(row) > 13 and row[13] is not None else 0,
     )
 
 
@@ -184,9 +196,34 @@ def check_release_cost(release: Release, charged: Cost) -> None:
         )
 
 
+def check_release_delta(release: Release, charged: int) -> None:
+    """A stored release may not claim a larger δ than was charged for it (units of 10⁻¹⁵)."""
+    from dpllm.ledger.base import to_delta_units
+
+    claimed = to_delta_units(float(getattr(release, "delta", 0.0) or 0.0))
+    if claimed > charged:
+        raise InvalidPrivacyParameter(
+            f"release {release.name!r} has δ = {release.delta:g} but δ = "
+            f"{delta_text(charged)} was charged; pass delta= to the charge (the ledger caps δ)"
+        )
+
+
 def exceeded(
     spec: PoolSpec, *, kind: str, window: str, requested: int, remaining: int
 ) -> BudgetExceeded:
+    """The refusal of a charge ``kind``: ``window``/``lifetime`` (ε or ρ, micro-units) or
+    ``delta_window``/``delta_lifetime`` (δ, units of 10⁻¹⁵)."""
+    if kind.startswith("delta"):
+        what = "δ window cap" if kind == "delta_window" else "δ lifetime cap"
+        return BudgetExceeded(
+            f"pool {spec.name!r} cannot take δ = {delta_text(requested)} in window {window}: "
+            f"its {what} leaves δ = {delta_text(remaining)}. Nothing was spent; wait for the "
+            "next window, raise the pool's δ caps, or use a query with a smaller δ",
+            pool=spec.name,
+            requested=requested / DELTA_UNIT,
+            remaining=remaining / DELTA_UNIT,
+            window=window,
+        )
     unit = "ε" if spec.measure is Measure.PURE else "ρ"
     what = "window cap" if kind == "window" else "lifetime cap"
     return BudgetExceeded(

@@ -27,8 +27,8 @@ from typing import Any, Protocol
 
 from dpllm.errors import ConfigError, InvalidPrivacyParameter, UnknownPool
 from dpllm.ledger import _rows, sql
-from dpllm.ledger.base import AuditEvent, Balance, ChargeRecord, PoolSpec
-from dpllm.release import Cost, Release
+from dpllm.ledger.base import AuditEvent, Balance, ChargeRecord, PoolSpec, delta_text
+from dpllm.release import Cost, Measure, Release
 from dpllm.windows import Window
 
 __all__ = [
@@ -235,13 +235,13 @@ class SQLBase:
 
     def _window_position(self, conn: Conn, spec: PoolSpec, window: str) -> int:
         """What is left for ``spec`` in ``window``, counting both caps."""
+        return self._window_balance(conn, spec, window).remaining
+
+    def _window_balance(self, conn: Conn, spec: PoolSpec, window: str) -> Balance:
+        """``spec``'s balance in ``window`` (ε and δ), read inside ``conn``'s transaction."""
         row = conn.execute(sql.SELECT_WINDOW, {"pool": spec.name, "window": window}).fetchone()
-        spent, granted = (0, 0) if row is None else (int(row[0]), int(row[1]))
         life = conn.execute(sql.SELECT_POOL, {"name": spec.name}).fetchone()
-        return Balance(
-            spec.name, spec.measure, window, spent, spec.window_cap, int(life[8]),
-            spec.lifetime_cap, granted,
-        ).remaining  # fmt: skip
+        return _balance(spec, life, window, row)
 
     def _apply_path(
         self,
@@ -250,6 +250,7 @@ class SQLBase:
         window: str,
         *,
         check_path: bool = False,
+        delta: int = 0,
     ) -> Callable[[], tuple[PoolSpec, str] | None]:
         """Charge each pool on the path; returns a check to call once the batch is sent.
 
@@ -258,10 +259,12 @@ class SQLBase:
         ``parts`` (``"stale"``: a path from the cache that another process changed),
         or ``None``. Statements after a refusal still run (they may be batched); the
         caller wraps all of it in a savepoint and rolls back on anything but ``None``.
+        A refusal does not say whether ε or δ did not fit (``delta``, units of 10⁻¹⁵,
+        is charged to every pool with its ε); the caller reads the balances to tell.
         """
         results = []
         for spec, micro in parts:
-            args = {"pool": spec.name, "window": window, "micro": micro}
+            args = {"pool": spec.name, "window": window, "micro": micro, "dmicro": delta}
             window_cur = conn.execute(sql.CHARGE_WINDOW_UPSERT, args)
             results.append((spec, window_cur, conn.execute(sql.CHARGE_LIFETIME, args)))
 
@@ -304,6 +307,7 @@ class SQLBase:
         description: str,
         owner: str | None,
         ticket: str | None,
+        delta: int = 0,
     ) -> None:
         now = self._clock()
         conn.execute(
@@ -320,15 +324,18 @@ class SQLBase:
                 "lease_expires": None if owner is None else now + self._lease,
                 "ticket": ticket,
                 "now": _rows.iso_time(now),
+                "delta": delta,
             },
         )
-        args: dict[str, Any] = {"query_id": query_id, "window": window}
+        args: dict[str, Any] = {"query_id": query_id, "window": window, "delta": delta}
         for i, (spec, micro) in enumerate(parts):
             args[f"pool{i}"], args[f"micro{i}"] = spec.name, micro
         conn.execute(_insert_parts(len(parts)), args)
         self._audit(
             conn, "charge", analyst=analyst, pool=parts[0][0].name, window=window,
-            query_id=query_id, micro=cost.micro, detail=f"{cost.measure.value}; {description}",
+            query_id=query_id, micro=cost.micro,
+            detail=f"{cost.measure.value}; "
+            + (f"δ = {delta_text(delta)}; " if delta else "") + description,
         )  # fmt: skip
 
     # -- reading --------------------------------------------------------------------------
@@ -364,25 +371,17 @@ class SQLBase:
                 raise _unknown(pool)
             spec = _rows.pool_from_row(row)
             win = conn.execute(sql.SELECT_WINDOW, {"pool": pool, "window": window}).fetchone()
-        spent, granted = (0, 0) if win is None else (int(win[0]), int(win[1]))
-        return Balance(
-            pool, spec.measure, window, spent, spec.window_cap, int(row[8]), spec.lifetime_cap,
-            granted,
-        )  # fmt: skip
+        return _balance(spec, row, window, win)
 
     def balances(self) -> list[Balance]:
         """Every (pool, window) that has a row, oldest window first."""
         with self._read() as conn:
             pools = {r[0]: r for r in conn.execute(sql.SELECT_POOLS)}
             rows = conn.execute(sql.SELECT_WINDOWS).fetchall()
-        out = []
-        for pool, window, spent, granted in rows:
-            p = _rows.pool_from_row(pools[pool])
-            out.append(
-                Balance(pool, p.measure, window, int(spent), p.window_cap, int(pools[pool][8]),
-                        p.lifetime_cap, int(granted))
-            )  # fmt: skip
-        return out
+        return [
+            _balance(_rows.pool_from_row(pools[row[0]]), pools[row[0]], row[1], row[2:])
+            for row in rows
+        ]
 
     def lifetime_spent(self, pool: str) -> int:
         """Everything ``pool`` has spent over all windows (micro-units of its measure)."""
@@ -391,6 +390,14 @@ class SQLBase:
         if row is None:
             raise _unknown(pool)
         return int(row[8])
+
+    def delta_lifetime_spent(self, pool: str) -> int:
+        """The δ ``pool`` has been charged over all windows (units of 10⁻¹⁵)."""
+        with self._read() as conn:
+            row = conn.execute(sql.SELECT_POOL, {"name": pool}).fetchone()
+        if row is None:
+            raise _unknown(pool)
+        return int(row[11] or 0)
 
     def unreleased(self) -> list[ChargeRecord]:
         """Charges without a stored release: "charged, not released" (or still running)."""
@@ -417,6 +424,23 @@ class SQLBase:
 @functools.lru_cache(maxsize=64)
 def _insert_parts(count: int) -> str:
     return sql.insert_parts(count)
+
+
+def _balance(spec: PoolSpec, pool_row: Any, window: str, window_row: Any) -> Balance:
+    """A :class:`Balance` from a pool row (``SELECT_POOL``) and its window's
+    ``spent, granted, delta_spent`` (``None``: nothing spent in the window yet)."""
+    spent, granted, dspent = (0, 0, 0) if window_row is None else (
+        int(window_row[0]), int(window_row[1]), int(window_row[2] or 0)
+    )  # fmt: skip
+    return Balance(
+        spec.name, spec.measure, window, spent, spec.window_cap, int(pool_row[8]),
+        spec.lifetime_cap, granted,
+        delta_spent=dspent,
+        delta_window_cap=spec.delta_window_cap,
+        delta_lifetime_spent=int(pool_row[11] or 0) if len(pool_row) > 11 else 0,
+        delta_lifetime_cap=spec.delta_lifetime_cap,
+        conversion_delta=spec.delta if spec.measure is Measure.ZCDP else 0.0,
+    )  # fmt: skip
 
 
 def _unknown(pool: str) -> UnknownPool:

@@ -45,87 +45,23 @@ from dpllm.errors import (
     QueryFailed,
 )
 from dpllm.ledger import _approvals, _local, _rows, sql
+from dpllm.ledger._charge import SQLCharge
 from dpllm.ledger._sql_base import Conn, SQLBase
-from dpllm.ledger.base import ChargeRecord, ChargeStatus, PendingRequest, PoolSpec, iter_path
+from dpllm.ledger.base import (
+    ChargeRecord,
+    ChargeStatus,
+    PendingRequest,
+    PoolSpec,
+    delta_text,
+    iter_path,
+    to_delta_units,
+)
 from dpllm.release import Cost, Measure, Release
 from dpllm.windows import Window
 
 __all__ = ["SQLCharge", "SQLLedger"]
 
 _WAIT = object()
-
-
-class SQLCharge:
-    """The handle :meth:`SQLLedger.charging` yields (see :class:`dpllm.ledger.base.Charge`)."""
-
-    def __init__(
-        self,
-        ledger: SQLLedger,
-        *,
-        query_id: str,
-        cost: Cost,
-        owner: str | None,
-        cached: Release | None,
-        refundable: bool,
-        charged: bool = False,
-    ) -> None:
-        self._ledger = ledger
-        self._charged = charged
-        self._query_id = query_id
-        self._cost = cost
-        self._owner = owner
-        self._cached = cached
-        self._refundable = refundable
-        self._data_read = False
-        self._stored = False
-
-    @property
-    def query_id(self) -> str:
-        return self._query_id
-
-    @property
-    def cached(self) -> Release | None:
-        """The release already stored for this query id; then nothing was charged."""
-        return self._cached
-
-    @property
-    def charged(self) -> bool:
-        """True when this handle wrote a new charge (not a cache hit, a wait for
-        another caller's charge, a takeover, or an approved charge)."""
-        return self._charged
-
-    def data_read(self) -> None:
-        """Mark that the data is about to be read: from here on the charge is never refunded."""
-        if self._cached is not None:
-            raise LedgerError("this query id is answered from the cache; do not read the data")
-        self._data_read = True
-
-    def store(self, release: Release) -> None:
-        """Store ``release`` under the query id, durably, before it is returned.
-
-        Raises:
-            InvalidPrivacyParameter: the release claims more than was charged, or
-                it is seeded and this is not a test ledger.
-            ChargeInProgress: another process stored a release for this query id
-                first (this one's lease had expired); return ``get_release`` instead.
-        """
-        if self._cached is not None or self._stored:
-            raise LedgerError(f"a release is already stored for query id {self._query_id!r}")
-        _rows.check_release_cost(release, self._cost)
-        self._ledger.check_seeded(release)
-        self._ledger._store(self._query_id, release)
-        self._stored = True
-
-    def _finish(self, error: BaseException | None) -> None:
-        if self._cached is not None or self._stored or self._owner is None:
-            return
-        if not self._data_read and self._refundable:
-            self._ledger._refund(self._query_id, self._owner, failed=error is not None)
-        elif self._data_read and isinstance(error, Exception):
-            # Only the class name: an exception's message may carry record contents.
-            self._ledger._fail(self._query_id, self._owner, type(error).__name__[:200])
-        else:
-            self._ledger._abandon(self._query_id, self._owner)
 
 
 class SQLLedger(SQLBase):
@@ -180,12 +116,16 @@ class SQLLedger(SQLBase):
                     "delta": spec.delta,
                     "on_exceed": spec.on_exceed,
                     "reserve": spec.reserve,
+                    "delta_window_cap": spec.delta_window_cap,
+                    "delta_lifetime_cap": spec.delta_lifetime_cap,
                     "now": self._now_text(),
                 },
             )
             detail = (
                 f"{spec.measure.value}; window_cap={spec.window_cap}; "
-                f"lifetime_cap={spec.lifetime_cap}; parent={spec.parent}; on_exceed={spec.on_exceed}"
+                f"lifetime_cap={spec.lifetime_cap}; parent={spec.parent}; on_exceed={spec.on_exceed}; "
+                f"delta_window_cap={delta_text(spec.delta_window_cap)}; "
+                f"delta_lifetime_cap={delta_text(spec.delta_lifetime_cap)}"
             )
             self._audit(conn, "pool", analyst="config", pool=spec.name, window="", detail=detail)
         self._path_cache.clear()
@@ -206,6 +146,7 @@ class SQLLedger(SQLBase):
         cost: Cost,
         analyst: str = "default",
         description: str = "",
+        delta: float = 0.0,
     ) -> Iterator[SQLCharge]:
         """Charge ``cost`` to ``pool`` and its ancestors for ``window``, durably.
 
@@ -227,12 +168,14 @@ class SQLLedger(SQLBase):
             A failure after the read closes the query id (:class:`~dpllm.errors.QueryFailed`).
 
         Privacy: each pool on the path is charged the cost in its own measure
-        (pure ε converts to ρ = ε²/2 in a zCDP pool), at most once per query id.
+        (pure ε converts to ρ = ε²/2 in a zCDP pool), at most once per query id,
+        and ``delta`` (the δ of an approximate-DP release) against its δ caps.
         """
         window = _rows.check_request(
             query_id=query_id, window=window, cost=cost, analyst=analyst, description=description
         )
-        handle = self._acquire(query_id, pool, window, cost, analyst, description)
+        dunits = to_delta_units(delta)
+        handle = self._acquire(query_id, pool, window, cost, analyst, description, dunits)
         try:
             yield handle
         except BaseException as exc:
@@ -241,12 +184,19 @@ class SQLLedger(SQLBase):
         handle._finish(None)
 
     def _acquire(
-        self, query_id: str, pool: str, window: str, cost: Cost, analyst: str, description: str
+        self,
+        query_id: str,
+        pool: str,
+        window: str,
+        cost: Cost,
+        analyst: str,
+        description: str,
+        delta: int = 0,
     ) -> SQLCharge:
         deadline = time.monotonic() + self._wait
         delay = 0.005
         while True:
-            outcome = self._try_acquire(query_id, pool, window, cost, analyst, description)
+            outcome = self._try_acquire(query_id, pool, window, cost, analyst, description, delta)
             if isinstance(outcome, SQLCharge):
                 return outcome
             if isinstance(outcome, BudgetError):
@@ -260,7 +210,14 @@ class SQLLedger(SQLBase):
             delay = min(delay * 1.5, 0.1)
 
     def _try_acquire(
-        self, query_id: str, pool: str, window: str, cost: Cost, analyst: str, description: str
+        self,
+        query_id: str,
+        pool: str,
+        window: str,
+        cost: Cost,
+        analyst: str,
+        description: str,
+        delta: int = 0,
     ) -> SQLCharge | BudgetError | object:
         with self._tx() as conn:
             path = self._path_cache.get(pool)
@@ -272,7 +229,9 @@ class SQLLedger(SQLBase):
             parts = self._parts(path, cost)
             row = found.fetchone()
             if row is None:
-                return self._charge_new(conn, query_id, window, cost, parts, analyst, description)
+                return self._charge_new(
+                    conn, query_id, window, cost, parts, analyst, description, delta
+                )
             if row[11] is not None:
                 self._audit(
                     conn, "cache_hit", analyst=analyst, pool=row[1], window=row[2],
@@ -288,12 +247,15 @@ class SQLLedger(SQLBase):
             now = self._clock()
             if not _rows.owner_gone(record.owner, record.lease_expires, now):
                 return _WAIT
-            if (record.pool, record.window, record.cost) != (pool, window, cost):
+            if (record.pool, record.window, record.cost, record.delta) != (
+                pool, window, cost, delta
+            ):  # fmt: skip
                 raise LedgerError(
-                    f"query id {query_id!r} was charged {record.cost.describe()} to pool "
-                    f"{record.pool!r} for {record.window}, but this request names "
-                    f"{cost.describe()}, {pool!r}, {window}. A query id must fingerprint the "
-                    "query spec, dataset and window"
+                    f"query id {query_id!r} was charged {record.cost.describe()} "
+                    f"(δ = {delta_text(record.delta)}) to pool {record.pool!r} for "
+                    f"{record.window}, but this request names {cost.describe()} "
+                    f"(δ = {delta_text(delta)}), {pool!r}, {window}. A query id must "
+                    "fingerprint the query spec, dataset and window"
                 )
             me = self._owner()
             conn.execute(
@@ -315,8 +277,9 @@ class SQLLedger(SQLBase):
                 query_id=query_id, micro=0, detail=detail,
             )  # fmt: skip
             return SQLCharge(
-                self, query_id=query_id, cost=cost, owner=me, cached=None, refundable=fresh
-            )
+                self, query_id=query_id, cost=cost, owner=me, cached=None, refundable=fresh,
+                delta=delta,
+            )  # fmt: skip
 
     def _charge_new(
         self,
@@ -327,6 +290,7 @@ class SQLLedger(SQLBase):
         parts: Sequence[tuple[PoolSpec, int]],
         analyst: str,
         description: str,
+        delta: int = 0,
     ) -> SQLCharge | BudgetError:
         # The charge row, its parts and the audit line go first and the pools' conditional
         # UPDATEs last, so a pool row's write lock — contended by every charge on that
@@ -342,8 +306,9 @@ class SQLLedger(SQLBase):
                 self._insert_charge(
                     conn, query_id=query_id, window=window, cost=cost, parts=parts,
                     analyst=analyst, description=description, owner=me, ticket=None,
+                    delta=delta,
                 )  # fmt: skip
-                applied = self._apply_path(conn, parts, window, check_path=True)
+                applied = self._apply_path(conn, parts, window, check_path=True, delta=delta)
             refused = applied()
             if refused is None:
                 return SQLCharge(
@@ -354,6 +319,7 @@ class SQLLedger(SQLBase):
                     cached=None,
                     refundable=True,
                     charged=True,
+                    delta=delta,
                 )
             conn.execute("ROLLBACK TO charge")
             conn.execute("RELEASE charge")
@@ -361,7 +327,7 @@ class SQLLedger(SQLBase):
             self._path_cache[fresh[0].name] = fresh
             if refused[1] != "stale" and fresh == [spec for spec, _ in parts]:
                 return self._refusal(
-                    conn, refused, query_id, window, cost, parts, analyst, description
+                    conn, refused, query_id, window, cost, parts, analyst, description, delta
                 )
             parts = self._parts(fresh, cost)
         raise LedgerError(f"the path of pool {parts[0][0].name!r} keeps changing; retry")
@@ -376,22 +342,31 @@ class SQLLedger(SQLBase):
         parts: Sequence[tuple[PoolSpec, int]],
         analyst: str,
         description: str,
+        delta: int = 0,
     ) -> BudgetError:
         spec, kind = refused
         micro = dict((s.name, m) for s, m in parts)[spec.name]
-        error = _rows.exceeded(
-            spec, kind=kind, window=window, requested=micro,
-            remaining=self._window_position(conn, spec, window),
-        )  # fmt: skip
+        position = self._window_balance(conn, spec, window)
+        # The statement refused without saying which: ε when ε does not fit, else δ.
+        if delta and micro <= position.remaining:
+            kind = "delta_" + kind
+            error = _rows.exceeded(
+                spec, kind=kind, window=window, requested=delta,
+                remaining=position.delta_remaining,
+            )  # fmt: skip
+        else:
+            error = _rows.exceeded(
+                spec, kind=kind, window=window, requested=micro, remaining=position.remaining
+            )
         leaf = parts[0][0].name
-        if spec.on_exceed == "queue":
+        if spec.on_exceed == "queue" and not delta:
             return _approvals.queue(
                 self, conn, error, query_id=query_id, pool=leaf, window=window, cost=cost,
                 analyst=analyst, description=description,
             )  # fmt: skip
         self._audit(
             conn, "refuse", analyst=analyst, pool=spec.name, window=window, query_id=query_id,
-            micro=micro, detail=str(error),
+            micro=0 if kind.startswith("delta") else micro, detail=str(error),
         )  # fmt: skip
         return error
 
@@ -406,8 +381,8 @@ class SQLLedger(SQLBase):
             # refund and a charge of the same pools cannot deadlock.
             rank = {spec.name: i for i, spec in enumerate(self._path(conn, row[1]))}
             parts.sort(key=lambda part: (rank.get(part[0], len(rank)), part[0]))
-            for pool, window, micro in parts:
-                args = {"pool": pool, "window": window, "micro": micro}
+            for pool, window, micro, delta in parts:
+                args = {"pool": pool, "window": window, "micro": micro, "dmicro": int(delta or 0)}
                 conn.execute(sql.REFUND_WINDOW, args)
                 conn.execute(sql.REFUND_LIFETIME, args)
             conn.execute(sql.DELETE_PARTS, {"query_id": query_id})

@@ -48,6 +48,17 @@ taken-over charge is never refunded (the dead process may have read the data).
 zCDP with a stated δ for reporting) and an optional parent. A charge must fit
 every pool on its path (the pool and its ancestors), atomically.
 
+**δ** is budgeted beside ε: a charge may carry the δ of an approximate-DP
+release (``charging(..., delta=...)``; partition selection such as
+:class:`~dpllm.data.topics.NewKeywords`). Each pool caps the δ charged per
+window (``delta_window_cap``) and over all windows (``delta_lifetime_cap``),
+in integer units of 10⁻¹⁵ (:data:`DELTA_UNIT`), rounded up when charged. A
+charge must fit every δ cap on its path as it must fit every ε cap; a refusal
+is a :class:`~dpllm.errors.BudgetExceeded` and spends nothing. δ is never
+queued for approval (approvals move ε, not δ). A zCDP pool's reporting ``delta``
+is not charged: its ρ holds at every δ, and reports show the total δ as that
+conversion δ plus the δ charged.
+
 **Windows** are keys derived from the data's timestamps (``2026-W47``). The
 per-window cap is a guarantee per user per window; the lifetime cap bounds what
 one user can lose over all windows.
@@ -58,16 +69,21 @@ one user can lose over all windows.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
 from typing import Protocol, runtime_checkable
 
-from dpllm.errors import ChargeInProgress, ConfigError, UnknownPool
+from dpllm.errors import ChargeInProgress, ConfigError, InvalidPrivacyParameter, UnknownPool
 from dpllm.release import Cost, Measure, Release
 from dpllm.windows import Window
 
 __all__ = [
+    "DEFAULT_DELTA_WINDOW_CAP",
+    "DELTA_UNIT",
     "AuditEvent",
     "Balance",
     "Charge",
@@ -79,10 +95,66 @@ __all__ = [
     "RunItem",
     "iter_path",
     "Outcome",
+    "delta_text",
+    "derived_delta_lifetime_cap",
+    "path_delta_remaining",
     "path_remaining",
+    "to_delta_units",
     "release_once",
     "release_recorded",
 ]
+
+
+DELTA_UNIT = 10**15
+"""δ is kept as an integer count of 10⁻¹⁵ (exact sums, one conditional ``UPDATE``)."""
+
+DEFAULT_DELTA_WINDOW_CAP = 1_000_000_000
+"""δ = 10⁻⁶ per window, in :data:`DELTA_UNIT`: one release of a default
+:class:`~dpllm.data.topics.NewKeywords` per window and pool path."""
+
+
+def to_delta_units(delta: float | int | Fraction | Decimal, *, cap: bool = False) -> int:
+    """δ in integer units of 10⁻¹⁵: rounded up for a charge, down for a cap.
+
+    Floats are read through their shortest decimal form (``1e-6`` is exactly
+    10⁹ units), so a charge of δ never exceeds a cap written as the same δ.
+
+    Raises:
+        InvalidPrivacyParameter: δ is not a finite number in [0, 1].
+    """
+    if isinstance(delta, bool) or not isinstance(delta, int | float | Fraction | Decimal):
+        raise InvalidPrivacyParameter(f"delta must be a number, got {delta!r}")
+    if delta == 0:  # the common case (every pure ε and zCDP charge), without the arithmetic
+        return 0
+    try:
+        exact = Fraction(Decimal(repr(delta))) if isinstance(delta, float) else Fraction(delta)
+    except (ValueError, ArithmeticError) as exc:
+        raise InvalidPrivacyParameter(f"delta must be finite, got {delta!r}") from exc
+    if not 0 <= exact <= 1:
+        raise InvalidPrivacyParameter(f"delta must lie in [0, 1], got {delta!r}")
+    scaled = exact * DELTA_UNIT
+    return math.floor(scaled) if cap else math.ceil(scaled)
+
+
+def delta_text(units: int | None) -> str:
+    """δ units as text (``"1e-06"``; ``"unlimited"`` for ``None``)."""
+    return "unlimited" if units is None else f"{units / DELTA_UNIT:.4g}"
+
+
+def derived_delta_lifetime_cap(
+    window_cap: int, lifetime_cap: int | None, delta_window_cap: int
+) -> int | None:
+    """The default δ lifetime cap of a pool (units of 10⁻¹⁵).
+
+    As many δ window caps as the ε (or ρ) lifetime cap holds full windows:
+    ``delta_window_cap · ⌈lifetime_cap / window_cap⌉``. ``None`` (unlimited, like
+    ε) when the pool has no lifetime cap; 0 when its window cap is 0.
+    """
+    if lifetime_cap is None:
+        return None
+    if window_cap <= 0:
+        return 0
+    return delta_window_cap * -(-lifetime_cap // window_cap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +171,13 @@ class PoolSpec:
         on_exceed: ``"refuse"`` (default) or ``"queue"`` for human approval.
         reserve: the pool an approval moves window budget from when the
             approver names none (``dpllm budget approve ID --from POOL`` overrides).
+        delta_window_cap: δ charged per window, in units of 10⁻¹⁵
+            (:data:`DELTA_UNIT`; default :data:`DEFAULT_DELTA_WINDOW_CAP`, δ = 10⁻⁶).
+        delta_lifetime_cap: δ charged over all windows, in the same units
+            (``None``: unlimited). ``dpllm.toml`` derives a default from the ε caps.
+
+    .. versionchanged:: unreleased
+        ``delta_window_cap`` and ``delta_lifetime_cap``: δ is capped like ε.
     """
 
     name: str
@@ -109,6 +188,8 @@ class PoolSpec:
     delta: float = 1e-6
     on_exceed: str = "refuse"
     reserve: str | None = None
+    delta_window_cap: int = DEFAULT_DELTA_WINDOW_CAP
+    delta_lifetime_cap: int | None = None
 
     def __post_init__(self) -> None:
         import re
@@ -118,6 +199,12 @@ class PoolSpec:
         object.__setattr__(self, "measure", Measure(self.measure))
         if self.window_cap < 0 or (self.lifetime_cap is not None and self.lifetime_cap < 0):
             raise ConfigError(f"pool {self.name!r}: caps must be ≥ 0", field="pools")
+        for cap in (self.delta_window_cap, self.delta_lifetime_cap):
+            if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
+                raise ConfigError(
+                    f"pool {self.name!r}: δ caps must be ints ≥ 0 (units of 10⁻¹⁵), got {cap!r}",
+                    field="pools",
+                )
         if self.on_exceed not in ("refuse", "queue"):
             raise ConfigError(
                 f"pool {self.name!r}: on_exceed must be 'refuse' or 'queue'", field="pools"
@@ -160,6 +247,12 @@ class Balance:
     lifetime_spent: int
     lifetime_cap: int | None
     granted: int = 0
+    delta_spent: int = 0
+    delta_window_cap: int = DEFAULT_DELTA_WINDOW_CAP
+    delta_lifetime_spent: int = 0
+    delta_lifetime_cap: int | None = None
+    conversion_delta: float = 0.0
+    """A zCDP pool's reporting δ (not charged); 0 for a pure pool."""
 
     @property
     def effective_cap(self) -> int:
@@ -171,6 +264,19 @@ class Balance:
         if self.lifetime_cap is not None:
             left = min(left, self.lifetime_cap - self.lifetime_spent)
         return max(0, left)
+
+    @property
+    def delta_remaining(self) -> int:
+        """δ still chargeable in this window (units of 10⁻¹⁵), counting both δ caps."""
+        left = self.delta_window_cap - self.delta_spent
+        if self.delta_lifetime_cap is not None:
+            left = min(left, self.delta_lifetime_cap - self.delta_lifetime_spent)
+        return max(0, left)
+
+    @property
+    def total_delta(self) -> float:
+        """The δ of this window's guarantee: δ charged plus a zCDP pool's conversion δ."""
+        return self.delta_spent / DELTA_UNIT + (self.conversion_delta if self.spent else 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +339,8 @@ class ChargeRecord:
     lease_expires: float | None
     ticket: str | None
     error_class: str | None = None
+    delta: int = 0
+    """δ charged with it, in units of 10⁻¹⁵ (:data:`DELTA_UNIT`)."""
 
 
 @runtime_checkable
@@ -273,14 +381,17 @@ class Ledger(Protocol):
         cost: Cost,
         analyst: str = "default",
         description: str = "",
+        delta: float = 0.0,
     ) -> AbstractContextManager[Charge]:
-        """Charge ``cost`` to ``pool`` (and its ancestors) for ``window``, durably.
+        """Charge ``cost`` (and ``delta``) to ``pool`` and its ancestors for ``window``, durably.
 
         Yields a :class:`Charge`. If a release is already stored for
         ``query_id``, nothing is charged and ``charge.cached`` holds it.
+        ``delta`` is the δ of an approximate-DP release, capped per pool like ε.
 
         Raises:
-            BudgetExceeded: a pool on the path cannot take the charge (nothing spent).
+            BudgetExceeded: a pool on the path cannot take the charge, its ε (or ρ) or its δ
+                (nothing spent).
             BudgetPending: the pool queues; the request awaits approval (nothing spent).
             ChargeInProgress: the same query id is being charged and did not finish in time.
             QueryFailed: this query id failed after its data was read (its charge stands).
@@ -325,6 +436,7 @@ def release_once(
     compute: Callable[[], Release],
     analyst: str = "default",
     description: str = "",
+    delta: float = 0.0,
 ) -> Release:
     """Run one release in the order charge → read → noise → store → return.
 
@@ -349,6 +461,7 @@ def release_once(
         compute=compute,
         analyst=analyst,
         description=description,
+        delta=delta,
     ).release
 
 
@@ -362,6 +475,7 @@ def release_recorded(
     compute: Callable[[], Release],
     analyst: str = "default",
     description: str = "",
+    delta: float = 0.0,
 ) -> Outcome:
     """:func:`release_once`, returning what the ledger recorded for this call.
 
@@ -374,8 +488,8 @@ def release_recorded(
         BudgetExceeded, BudgetPending, ChargeInProgress, QueryFailed: see
             :meth:`Ledger.charging`.
 
-    Privacy: exactly one charge of ``cost`` per query id; the noisy value leaves
-    only after its charge is committed and the release is stored.
+    Privacy: exactly one charge of ``cost`` (and ``delta``) per query id; the
+    noisy value leaves only after its charge is committed and the release is stored.
     """
     with ledger.charging(
         query_id=query_id,
@@ -384,6 +498,7 @@ def release_recorded(
         cost=cost,
         analyst=analyst,
         description=description,
+        delta=delta,
     ) as charge:
         if charge.cached is not None:
             return Outcome(charge.cached, cached=True, charged=False)
@@ -445,3 +560,12 @@ def path_remaining(pools: dict[str, PoolSpec], balance: Callable[[str], Balance]
             rem = isqrt(2 * rem * 1_000_000)
         left = rem if left is None else min(left, rem)
     return 0 if left is None else max(0, left)
+
+
+def path_delta_remaining(balance: Callable[[str], Balance], path: Sequence[str]) -> int:
+    """δ a charge to ``path[0]`` can still take (units of 10⁻¹⁵): the minimum over its path.
+
+    δ composes additively whatever a pool's measure, so no conversion is needed.
+    """
+    left = [balance(name).delta_remaining for name in path]
+    return min(left) if left else 0

@@ -28,6 +28,14 @@ The schema keeps the portable core of the design:
   and for a ``failed`` charge the class name of its exception (``0002``).
 * ``charge_parts`` — what a charge took from each pool on its path, in that
   pool's measure. ``Σ parts = spent`` for every (pool, window) at all times.
+* δ (``0006``): ``pools.delta_window_cap``, ``delta_lifetime_cap`` and
+  ``delta_lifetime_spent``, ``pool_windows.delta_spent``, and the δ of each
+  charge and charge part, all integers in units of 10⁻¹⁵
+  (:data:`dpllm.ledger.base.DELTA_UNIT`). Columns are only added (with
+  defaults: δ 0 for every earlier charge, a δ window cap of 10⁻⁶), so a ledger
+  written by an earlier dpllm opens and upgrades in place. PostgreSQL's
+  one-round-trip function (``0004``) is left as it is: it never writes δ, and
+  a charge with δ > 0 takes the general path.
 * ``tickets`` — the approval queue; ``ticket_items`` (``0005``) lists the queries
   of a ticket filed for a whole run (the weekly job's plan), each with its cost.
 * ``local_reports`` — one row per (metric, window, user) of a local-DP report,
@@ -203,6 +211,22 @@ MIGRATIONS: tuple[Migration, ...] = (
                 description TEXT NOT NULL,
                 PRIMARY KEY (ticket, query_id)
             )""",
+        ),
+    ),
+    Migration(
+        name="0006_delta_budget",
+        statements=(
+            "ALTER TABLE pools ADD COLUMN delta_window_cap INTEGER NOT NULL DEFAULT 1000000000 "
+            "CHECK (delta_window_cap >= 0)",
+            "ALTER TABLE pools ADD COLUMN delta_lifetime_cap INTEGER "
+            "CHECK (delta_lifetime_cap IS NULL OR delta_lifetime_cap >= 0)",
+            "ALTER TABLE pools ADD COLUMN delta_lifetime_spent INTEGER NOT NULL DEFAULT 0 "
+            "CHECK (delta_lifetime_spent >= 0)",
+            "ALTER TABLE pool_windows ADD COLUMN delta_spent INTEGER NOT NULL DEFAULT 0 "
+            "CHECK (delta_spent >= 0)",
+            "ALTER TABLE charges ADD COLUMN delta INTEGER NOT NULL DEFAULT 0 CHECK (delta >= 0)",
+            "ALTER TABLE charge_parts ADD COLUMN delta INTEGER NOT NULL DEFAULT 0 "
+            "CHECK (delta >= 0)",
         ),
     ),
 )
@@ -418,6 +442,22 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
                 description TEXT NOT NULL,
                 PRIMARY KEY (ticket, query_id)
             )""",
+        ),
+    ),
+    Migration(
+        name="0006_delta_budget",
+        statements=(
+            "ALTER TABLE pools ADD COLUMN delta_window_cap BIGINT NOT NULL DEFAULT 1000000000 "
+            "CHECK (delta_window_cap >= 0)",
+            "ALTER TABLE pools ADD COLUMN delta_lifetime_cap BIGINT "
+            "CHECK (delta_lifetime_cap IS NULL OR delta_lifetime_cap >= 0)",
+            "ALTER TABLE pools ADD COLUMN delta_lifetime_spent BIGINT NOT NULL DEFAULT 0 "
+            "CHECK (delta_lifetime_spent >= 0)",
+            "ALTER TABLE pool_windows ADD COLUMN delta_spent BIGINT NOT NULL DEFAULT 0 "
+            "CHECK (delta_spent >= 0)",
+            "ALTER TABLE charges ADD COLUMN delta BIGINT NOT NULL DEFAULT 0 CHECK (delta >= 0)",
+            "ALTER TABLE charge_parts ADD COLUMN delta BIGINT NOT NULL DEFAULT 0 "
+            "CHECK (delta >= 0)",
         ),
     ),
 )

@@ -458,16 +458,28 @@ class PostgresLedger(SQLLedger):
         )
 
     def _try_acquire(
-        self, query_id: str, pool: str, window: str, cost: Cost, analyst: str, description: str
+        self,
+        query_id: str,
+        pool: str,
+        window: str,
+        cost: Cost,
+        analyst: str,
+        description: str,
+        delta: int = 0,
     ) -> SQLCharge | object:
         self._local.early_release = True
         try:
             path = self._path_cache.get(pool)
-            if path is not None and getattr(self._local, "general_for", None) != query_id:
+            # The one-trip function (migration 0004) writes no δ: a charge with δ > 0
+            # takes the general path, which checks and writes the δ caps.
+            fast_ok = delta == 0 and getattr(self._local, "general_for", None) != query_id
+            if path is not None and fast_ok:
                 fast = self._charge_in_one_trip(query_id, path, window, cost, analyst, description)
                 if fast is not None:
                     return fast
-            outcome = super()._try_acquire(query_id, pool, window, cost, analyst, description)
+            outcome = super()._try_acquire(
+                query_id, pool, window, cost, analyst, description, delta
+            )
             if outcome is not _WAIT:
                 self._local.general_for = None
             return outcome

@@ -30,13 +30,13 @@ def to_pyformat(statement: str) -> str:
 # -- pools ------------------------------------------------------------------------
 SELECT_POOL = """
 SELECT name, measure, window_cap, lifetime_cap, parent, delta, on_exceed, reserve,
-       lifetime_spent
+       lifetime_spent, delta_window_cap, delta_lifetime_cap, delta_lifetime_spent
 FROM pools WHERE name = :name
 """
 
 SELECT_POOLS = """
 SELECT name, measure, window_cap, lifetime_cap, parent, delta, on_exceed, reserve,
-       lifetime_spent
+       lifetime_spent, delta_window_cap, delta_lifetime_cap, delta_lifetime_spent
 FROM pools ORDER BY name
 """
 
@@ -48,19 +48,21 @@ WITH RECURSIVE path (name, depth) AS (
     WHERE pools.parent IS NOT NULL AND path.depth < 64
 )
 SELECT pools.name, measure, window_cap, lifetime_cap, parent, delta, on_exceed, reserve,
-       lifetime_spent
+       lifetime_spent, delta_window_cap, delta_lifetime_cap, delta_lifetime_spent
 FROM path JOIN pools ON pools.name = path.name ORDER BY path.depth
 """
 
 UPSERT_POOL = """
 INSERT INTO pools (name, measure, window_cap, lifetime_cap, parent, delta, on_exceed, reserve,
-                   created_at, updated_at)
+                   delta_window_cap, delta_lifetime_cap, created_at, updated_at)
 VALUES (:name, :measure, :window_cap, :lifetime_cap, :parent, :delta, :on_exceed, :reserve,
-        :now, :now)
+        :delta_window_cap, :delta_lifetime_cap, :now, :now)
 ON CONFLICT (name) DO UPDATE SET
     measure = excluded.measure, window_cap = excluded.window_cap,
     lifetime_cap = excluded.lifetime_cap, parent = excluded.parent, delta = excluded.delta,
-    on_exceed = excluded.on_exceed, reserve = excluded.reserve, updated_at = excluded.updated_at
+    on_exceed = excluded.on_exceed, reserve = excluded.reserve,
+    delta_window_cap = excluded.delta_window_cap,
+    delta_lifetime_cap = excluded.delta_lifetime_cap, updated_at = excluded.updated_at
 """
 
 POOL_HAS_SPENDING = "SELECT 1 FROM charge_parts WHERE pool = :name LIMIT 1"
@@ -78,15 +80,23 @@ WHERE pool = :pool AND window_key = :window
 """
 
 CHARGE_WINDOW_UPSERT = """
-INSERT INTO pool_windows (pool, window_key, spent)
-SELECT :pool, :window, :micro
-WHERE :micro <= (SELECT window_cap FROM pools WHERE name = :pool)
+INSERT INTO pool_windows (pool, window_key, spent, delta_spent)
+SELECT :pool, :window, :micro, :dmicro
+WHERE (:micro <= (SELECT window_cap FROM pools WHERE name = :pool)
+       AND (:dmicro = 0 OR :dmicro <= (SELECT delta_window_cap FROM pools WHERE name = :pool)))
    OR EXISTS (SELECT 1 FROM pool_windows WHERE pool = :pool AND window_key = :window)
-ON CONFLICT (pool, window_key) DO UPDATE SET spent = pool_windows.spent + excluded.spent
+ON CONFLICT (pool, window_key) DO UPDATE SET spent = pool_windows.spent + excluded.spent,
+    delta_spent = pool_windows.delta_spent + excluded.delta_spent
 WHERE pool_windows.spent + excluded.spent
       <= (SELECT window_cap FROM pools WHERE name = excluded.pool) + pool_windows.granted
+  AND (excluded.delta_spent = 0 OR pool_windows.delta_spent + excluded.delta_spent
+       <= (SELECT delta_window_cap FROM pools WHERE name = excluded.pool))
 """
 """ENSURE_WINDOW and CHARGE_WINDOW in one statement: 1 row if the window took the charge.
+
+``:dmicro`` is the charge's δ in units of 10⁻¹⁵; it is checked against the
+pool's δ window cap only when it is > 0, so a pure-ε charge is never refused
+because a δ cap was lowered below what earlier charges spent.
 
 The first charge of a window inserts its row (when it fits the bare cap: a new
 row has no grant); once the row exists (approvals may have granted it more
@@ -98,17 +108,25 @@ the locked row version).
 """
 
 CHARGE_LIFETIME = """
-UPDATE pools SET lifetime_spent = lifetime_spent + :micro
+UPDATE pools SET lifetime_spent = lifetime_spent + :micro,
+    delta_lifetime_spent = delta_lifetime_spent + :dmicro
 WHERE name = :pool AND (lifetime_cap IS NULL OR lifetime_spent + :micro <= lifetime_cap)
+  AND (:dmicro = 0 OR delta_lifetime_cap IS NULL
+       OR delta_lifetime_spent + :dmicro <= delta_lifetime_cap)
 RETURNING parent, measure
 """
 """Returns the pool's parent and measure, so a cached path is checked at no extra cost."""
 
 REFUND_WINDOW = """
-UPDATE pool_windows SET spent = spent - :micro WHERE pool = :pool AND window_key = :window
+UPDATE pool_windows SET spent = spent - :micro, delta_spent = delta_spent - :dmicro
+WHERE pool = :pool AND window_key = :window
 """
 
-REFUND_LIFETIME = "UPDATE pools SET lifetime_spent = lifetime_spent - :micro WHERE name = :pool"
+REFUND_LIFETIME = """
+UPDATE pools SET lifetime_spent = lifetime_spent - :micro,
+    delta_lifetime_spent = delta_lifetime_spent - :dmicro
+WHERE name = :pool
+"""
 
 GRANT_OUT = """
 UPDATE pool_windows SET granted = granted - :micro
@@ -121,26 +139,26 @@ UPDATE pool_windows SET granted = granted + :micro WHERE pool = :pool AND window
 """
 
 SELECT_WINDOW = """
-SELECT spent, granted FROM pool_windows WHERE pool = :pool AND window_key = :window
+SELECT spent, granted, delta_spent FROM pool_windows WHERE pool = :pool AND window_key = :window
 """
 
 SELECT_WINDOWS = """
-SELECT pool, window_key, spent, granted FROM pool_windows
+SELECT pool, window_key, spent, granted, delta_spent FROM pool_windows
 ORDER BY window_key, pool
 """
 
 # -- charges -------------------------------------------------------------------------
 SELECT_CHARGE = """
 SELECT query_id, pool, window_key, measure, micro, analyst, description, status, owner,
-       lease_expires, ticket, release_json, error_class
+       lease_expires, ticket, release_json, error_class, delta
 FROM charges WHERE query_id = :query_id
 """
 
 INSERT_CHARGE = """
 INSERT INTO charges (query_id, pool, window_key, measure, micro, analyst, description, status,
-                     owner, lease_expires, ticket, created_at, updated_at)
+                     owner, lease_expires, ticket, created_at, updated_at, delta)
 VALUES (:query_id, :pool, :window, :measure, :micro, :analyst, :description, 'in_progress',
-        :owner, :lease_expires, :ticket, :now, :now)
+        :owner, :lease_expires, :ticket, :now, :now, :delta)
 """
 
 INSERT_PART = """
@@ -150,12 +168,18 @@ VALUES (:query_id, :pool, :window, :micro)
 
 
 def insert_parts(count: int) -> str:
-    """One ``INSERT`` of ``count`` parts: ``:pool0, :micro0``, ``:pool1, :micro1``, …"""
-    rows = ", ".join(f"(:query_id, :pool{i}, :window, :micro{i})" for i in range(count))
-    return f"INSERT INTO charge_parts (query_id, pool, window_key, micro) VALUES {rows}"
+    """One ``INSERT`` of ``count`` parts: ``:pool0, :micro0``, ``:pool1, :micro1``, …
+
+    Every part carries the charge's δ (``:delta``, units of 10⁻¹⁵): δ composes
+    additively whatever a pool's measure.
+    """
+    rows = ", ".join(f"(:query_id, :pool{i}, :window, :micro{i}, :delta)" for i in range(count))
+    return f"INSERT INTO charge_parts (query_id, pool, window_key, micro, delta) VALUES {rows}"
 
 
-SELECT_PARTS = "SELECT pool, window_key, micro FROM charge_parts WHERE query_id = :query_id"
+SELECT_PARTS = """
+SELECT pool, window_key, micro, delta FROM charge_parts WHERE query_id = :query_id
+"""
 
 DELETE_PARTS = "DELETE FROM charge_parts WHERE query_id = :query_id"
 
@@ -188,7 +212,7 @@ SELECT_RELEASE = "SELECT release_json FROM charges WHERE query_id = :query_id"
 
 SELECT_UNRELEASED = """
 SELECT query_id, pool, window_key, measure, micro, analyst, description, status, owner,
-       lease_expires, ticket, release_json, error_class
+       lease_expires, ticket, release_json, error_class, delta
 FROM charges WHERE release_json IS NULL ORDER BY created_at, query_id
 """
 

@@ -15,7 +15,7 @@ spends nothing; a pool that queues answers 202 with a ticket.
 any spelling but ``YYYY-Www`` with ASCII digits is a 400, as is a future week
 or the current, unfinished one without ``allow_incomplete=true``.
 
-``GET /v1/budget[?week=…]`` shows the caller's pools (spent, remaining,
+``GET /v1/budget[?week=…]`` shows the caller's pools (ε and δ spent, remaining,
 lifetime) and their audit history. Admin keys list, approve and deny queued
 requests. Ledger calls block, so these routes run in FastAPI's thread pool.
 
@@ -35,7 +35,14 @@ from pydantic import BaseModel, Field
 from dpllm.config import ApiKey, Settings
 from dpllm.data.queries import Query as StatQuery
 from dpllm.errors import BudgetPending, InvalidWindow
-from dpllm.ledger.base import Balance, PendingRequest, path_remaining
+from dpllm.ledger.base import (
+    DELTA_UNIT,
+    Balance,
+    PendingRequest,
+    iter_path,
+    path_delta_remaining,
+    path_remaining,
+)
 from dpllm.server.errors import status_and_body
 from dpllm.server.logging import log_event
 from dpllm.server.state import ServerState, caller, server_state
@@ -153,7 +160,9 @@ def stats(
     }
 
 
-def _balance(b: Balance, remaining: int) -> dict[str, Any]:
+def _balance(b: Balance, remaining: int, delta_remaining: int) -> dict[str, Any]:
+    """A pool's position; ``delta`` holds δ as numbers (and exact units of 10⁻¹⁵)."""
+    unit = DELTA_UNIT
     return {
         "pool": b.pool,
         "measure": str(b.measure),
@@ -168,6 +177,15 @@ def _balance(b: Balance, remaining: int) -> dict[str, Any]:
         if b.lifetime_cap is None
         else _amount(max(0, b.lifetime_cap - b.lifetime_spent)),
         "micro": {"spent": b.spent, "remaining": remaining, "lifetime_spent": b.lifetime_spent},
+        "delta": {
+            "spent": b.delta_spent / unit,
+            "remaining": delta_remaining / unit,
+            "window_cap": b.delta_window_cap / unit,
+            "lifetime_spent": b.delta_lifetime_spent / unit,
+            "lifetime_cap": None if b.delta_lifetime_cap is None else b.delta_lifetime_cap / unit,
+            "total": b.total_delta,
+            "units": {"spent": b.delta_spent, "remaining": delta_remaining, "per_delta": unit},
+        },
     }
 
 
@@ -191,7 +209,14 @@ def budget(
         return ledger.balance(name, window)
 
     # "remaining" is what a charge can still take: the minimum over the pool's path.
-    pools = [_balance(of(p), path_remaining(specs, of, p)) for p in key.pools]
+    pools = [
+        _balance(
+            of(p),
+            path_remaining(specs, of, p),
+            path_delta_remaining(of, [s.name for s in iter_path(specs, p)]),
+        )
+        for p in key.pools
+    ]
     mine = set(key.pools)
     events = [asdict(e) for e in ledger.history() if e.pool in mine]
     return {

@@ -50,9 +50,24 @@ __all__ = [
 ]
 
 RELEASE_ATTRIBUTES = frozenset(
-    {"name", "kind", "unit", "labels", "window", "confidence", "privacy_unit", "is_vector", "small"}
+    {
+        "name",
+        "kind",
+        "unit",
+        "labels",
+        "window",
+        "confidence",
+        "privacy_unit",
+        "is_vector",
+        "small",
+        "estimand",
+    }
 )
-"""Public attributes of a Release a template may read (they carry no noisy value)."""
+"""Public attributes of a Release a template may read (they carry no noisy value).
+
+``estimand`` is text made from the query's configuration (its bounds), never
+from the data.
+"""
 
 RELEASE_VALUED_ATTRIBUTES = frozenset({"components"})
 """Attributes of a Release that yield Releases (still need a DP filter)."""

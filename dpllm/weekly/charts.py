@@ -9,7 +9,9 @@
   weeks without a stored release are skipped, never computed.
 
 Labels are plain ASCII (English), whatever the report's language, so no CJK font
-is needed. The PNG metadata holds a title and nothing else (no software
+is needed. Interval labels (each histogram bar's, the trend's latest week) are
+rounded **outwards** like every other output (:func:`interval_label`): a band
+never looks narrower than the released interval. The PNG metadata holds a title and nothing else (no software
 version, no timestamp), so a rerun of the same releases gives the same bytes.
 
 Privacy: post-processing of releases: free.
@@ -30,7 +32,9 @@ __all__ = [
     "RATING_SCALE",
     "TREND_PNG",
     "draw_charts",
+    "histogram_figure",
     "histogram_png",
+    "interval_label",
     "trend_figure",
     "trend_png",
 ]
@@ -55,23 +59,46 @@ def _png(fig: Any, title: str) -> bytes:
     return buf.getvalue()
 
 
+def interval_label(part: Release, *, sep: str = "–") -> str:
+    """A scalar release's interval as chart text, rounded outwards to the step its
+    half-width supports (counts never below 0); ``"< N"`` for a suppressed count."""
+    from dpllm.rounding import format_interval, granularity
+
+    if part.small:
+        return f"< {part.small_threshold:g}"
+    lo, hi = part.interval
+    count = part.kind == "count"
+    step = granularity((hi - lo) / 2.0, integer=count)
+    return format_interval(max(lo, 0.0) if count else lo, hi, step, sep=sep)
+
+
 def histogram_png(histogram: Release, *, week: str) -> bytes:
     """The rating histogram with error bars (interval of each bucket)."""
+    return _png(histogram_figure(histogram, week=week), f"dpllm rating histogram {week}")
+
+
+def histogram_figure(histogram: Release, *, week: str) -> Any:
+    """The rating histogram as a matplotlib ``Figure`` (tests read its labels back).
+
+    Each bar is labelled with its interval, rounded outwards.
+    """
     fig = _figure(6.0, 3.6)
     ax = fig.add_subplot()
     labels = list(histogram.labels)
     values = [max(0.0, v) for v in histogram.values]
     lower = [max(0.0, v - lo) for v, (lo, _) in zip(values, histogram.intervals, strict=True)]
     upper = [max(0.0, hi - v) for v, (_, hi) in zip(values, histogram.intervals, strict=True)]
-    ax.bar(labels, values, color=_BLUE, alpha=0.85)
+    bars = ax.bar(labels, values, color=_BLUE, alpha=0.85)
+    texts = [interval_label(part) for _, part in histogram.components()]
+    ax.bar_label(bars, labels=texts, padding=12, fontsize=8)
     ax.errorbar(labels, values, yerr=[lower, upper], fmt="none", ecolor="black", capsize=5)
     level = f"{histogram.confidence:.0%}"
     ax.set_title(f"Ratings, {week} (DP estimates, {level} intervals)")
     ax.set_xlabel("stars")
     ax.set_ylabel("ratings (noisy)")
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(bottom=0, top=max([1.0, *(hi for _, hi in histogram.intervals)]) * 1.2)
     ax.grid(axis="y", alpha=0.3)
-    return _png(fig, f"dpllm rating histogram {week}")
+    return fig
 
 
 RATING_SCALE = (1.0, 5.0)
@@ -109,6 +136,14 @@ def _band(ax: Any, series: Mapping[str, Release], color: str, label: str) -> Non
     else:
         ax.fill_between(x, lo, hi, color=color, alpha=0.25, linewidth=0, label=level)
         ax.plot(x, values, marker="o", color=color, label=label)
+    ax.annotate(  # the latest week's interval, rounded outwards like every output
+        interval_label(series[weeks[-1]]),
+        (x[-1], values[-1]),
+        xytext=(6, 6),
+        textcoords="offset points",
+        fontsize=8,
+        color=color,
+    )
     ax.set_xticks(x, weeks, rotation=30, ha="right", fontsize=8)
     ax.grid(alpha=0.3)
 

@@ -53,7 +53,7 @@ from dpllm.data.queries import (
 )
 from dpllm.data.stats import StatsRunner, rating_shares
 from dpllm.errors import BudgetExceeded, ConfigError
-from dpllm.ledger.base import Balance, ChargeStatus, Ledger, RunItem
+from dpllm.ledger.base import DELTA_UNIT, Balance, ChargeStatus, Ledger, RunItem
 from dpllm.privacy.noise import NoiseSource
 from dpllm.release import MICRO, Cost, Measure, Release
 from dpllm.weekly.wiring import (
@@ -114,9 +114,18 @@ class PoolBudget:
     remaining: float
     lifetime_spent: float
     lifetime_cap: float | None
+    delta_spent: float = 0.0
+    """δ charged in the week (approximate-DP releases); ``delta_*`` are δ, not ε."""
+    delta_window_cap: float = 0.0
+    delta_remaining: float = 0.0
+    delta_lifetime_spent: float = 0.0
+    delta_lifetime_cap: float | None = None
+    delta_total: float = 0.0
+    """The δ of the week's guarantee: δ charged, plus a zCDP pool's conversion δ."""
 
     @classmethod
     def from_balance(cls, b: Balance) -> PoolBudget:
+        unit = DELTA_UNIT
         return cls(
             pool=b.pool,
             measure=b.measure.value,
@@ -126,6 +135,14 @@ class PoolBudget:
             remaining=b.remaining / MICRO,
             lifetime_spent=b.lifetime_spent / MICRO,
             lifetime_cap=None if b.lifetime_cap is None else b.lifetime_cap / MICRO,
+            delta_spent=b.delta_spent / unit,
+            delta_window_cap=b.delta_window_cap / unit,
+            delta_remaining=b.delta_remaining / unit,
+            delta_lifetime_spent=b.delta_lifetime_spent / unit,
+            delta_lifetime_cap=None
+            if b.delta_lifetime_cap is None
+            else b.delta_lifetime_cap / unit,
+            delta_total=b.total_delta,
         )
 
     @property

@@ -32,6 +32,7 @@ __all__ = [
     "REPORT_JSON",
     "REPORT_MD",
     "describe_source",
+    "estimand_lines",
     "figure_rows",
     "guard_summary",
     "text_source",
@@ -81,7 +82,7 @@ def figure_rows(report: WeeklyReport) -> list[tuple[str, str, str, str, str]]:
                 if name in report.resumed
                 else " (cached: not charged)"
             )
-            cost = rel.cost.describe() + note
+            cost = rel.cost.describe() + (f", δ = {rel.delta:g}" if rel.delta else "") + note
         parts: Iterator[tuple[str, Release]] = (
             rel.components() if rel.is_vector else iter([("", rel)])
         )
@@ -139,6 +140,22 @@ def _without_title(text: str, title: str) -> str:
     return text.strip()
 
 
+def estimand_lines(report: WeeklyReport) -> list[str]:
+    """What each figure estimates, in words (the bounded statistic, not the raw one)."""
+    items = [*report.releases.items(), *report.derived.items()]
+    named = [(name, rel.estimand) for name, rel in items if rel.estimand]
+    if not named:
+        return []
+    return [
+        "",
+        "What each figure estimates: the statistic *after* the per-user bounds that make "
+        "the noise finite. When some users exceed a bound, the figure is below the raw "
+        "one (a bias, not noise), and the interval covers the bounded statistic.",
+        "",
+        *(f"- {name}: {text}" for name, text in named),
+    ]
+
+
 def render_markdown(report: WeeklyReport) -> str:
     """``report.md``: the summary, the figures with intervals and costs, the budget."""
     lang = report.lang if report.lang in _TITLE else "en"
@@ -154,12 +171,14 @@ def render_markdown(report: WeeklyReport) -> str:
         "",
         "Privacy unit: one user (all of a user's records in the week). Figures are noisy "
         "estimates; each is stated only as precisely as its interval allows.",
+        *estimand_lines(report),
         "",
         f"## {budget}",
         "",
     ]
     out += _table(
-        ("pool", "window", "spent", "window cap", "remaining", "lifetime spent / cap"),
+        ("pool", "window", "spent", "window cap", "remaining", "lifetime spent / cap",
+         "δ spent / cap", "δ remaining", "δ lifetime spent / cap"),
         [
             (
                 b.pool,
@@ -169,10 +188,19 @@ def render_markdown(report: WeeklyReport) -> str:
                 f"{b.symbol} {b.remaining:g}",
                 f"{b.symbol} {b.lifetime_spent:g} / "
                 + ("∞" if b.lifetime_cap is None else f"{b.lifetime_cap:g}"),
+                f"δ {b.delta_spent:g} / {b.delta_window_cap:g}",
+                f"δ {b.delta_remaining:g}",
+                f"δ {b.delta_lifetime_spent:g} / "
+                + ("∞" if b.delta_lifetime_cap is None else f"{b.delta_lifetime_cap:g}"),
             )
             for b in report.budget
         ],
-    )
+    )  # fmt: skip
+    out += [
+        "",
+        "δ is the small chance that a release reveals more than its ε: it is charged "
+        "only by approximate-DP releases and capped per window and over the lifetime.",
+    ]
     if report.fresh:
         out += ["", f"This run charged {report.spent.describe()} ({len(report.fresh)} releases)."]
     elif report.resumed:

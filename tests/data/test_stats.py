@@ -187,18 +187,37 @@ def test_a_delta_query_is_refused_unless_accepted(data: Path, ledger: SQLiteLedg
         lambda: r.release_all({"kw": q, "count": FeedbackCount(epsilon=0.1)}, WEEK),
         lambda: r.trend(q, [WEEK]),
     ):
-        with pytest.raises(InvalidPrivacyParameter, match="does not account δ.*accept_delta=True"):
+        with pytest.raises(InvalidPrivacyParameter, match="δ = 1e-06.*accept_delta=True"):
             call()
     assert spent(ledger) == 0  # refused before any charge, for the whole set
     rel = r.release(q, WEEK, accept_delta=True)
     assert rel.delta == 1e-6 and rel.cost == Cost.pure(0.5)
     assert spent(ledger) == 500_000
+    assert ledger.balance("stats", WEEK).delta_spent == 10**9  # δ is charged (units of 1e-15)
     charges = [e.detail for e in ledger.history() if e.event == "charge"]
-    assert any("δ = 1e-06" in d and "not capped by the ledger" in d for d in charges)
+    assert any("δ = 1e-06" in d and "charged to the δ caps" in d for d in charges)
     # Pure queries need no acceptance, and their descriptions carry no δ.
     r.release(FeedbackCount(epsilon=0.1), WEEK)
     details = [e.detail for e in ledger.history() if e.event == "charge"]
     assert sum("δ" in d for d in details) == 1
+
+
+def test_an_accepted_delta_is_capped_per_window(data: Path, ledger: SQLiteLedger) -> None:
+    """The default δ window cap (1e-6) takes one NewKeywords per window; a second is
+    refused like an ε overspend: nothing spent, nothing read."""
+    from dpllm.data.topics import NewKeywords
+    from dpllm.errors import BudgetExceeded
+
+    r = runner(data, ledger)
+    r.release(NewKeywords(epsilon=0.2, delta=1e-6), WEEK, accept_delta=True)
+    before = ledger.balance("stats", WEEK)
+    with pytest.raises(BudgetExceeded, match="δ window cap"):
+        r.release(NewKeywords(epsilon=0.2, delta=1e-6, max_keywords=2), WEEK, accept_delta=True)
+    assert ledger.balance("stats", WEEK) == before
+    with pytest.raises(BudgetExceeded, match="δ"):  # the batch path refuses the same way
+        r.release_many({"kw": NewKeywords(epsilon=0.2, delta=1e-7)}, [WEEK], accept_delta=True)
+    assert ledger.balance("stats", WEEK) == before
+    r.release(NewKeywords(epsilon=0.2, delta=1e-6), "2026-W48", accept_delta=True)  # a new window
 
 
 def test_query_defaults_are_the_config_defaults() -> None:

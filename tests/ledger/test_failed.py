@@ -114,8 +114,12 @@ def test_migration_0002_keeps_older_charges(
         m.setattr("dpllm.ledger.postgres.POSTGRES_MIGRATIONS", POSTGRES_MIGRATIONS[:1])
         old = ledger_factory()
         assert old.schema_version() == ["0001_initial"]
-        old.ensure_pool(pure_pool("p", 1.0))
-        with old._tx() as conn:  # a charge left "data read" by a 0001-era process
+        with old._tx() as conn:  # a pool and a charge left "data read" by a 0001-era process
+            conn.execute(
+                "INSERT INTO pools (name, measure, window_cap, delta, on_exceed, created_at, "
+                "updated_at) VALUES ('p', 'pure', 1000000, 1e-6, 'refuse', 'x', 'x')",
+                {},
+            )
             conn.execute(
                 "INSERT INTO charges (query_id, pool, window_key, measure, micro, analyst, "
                 "description, status, created_at, updated_at) VALUES ('left', 'p', :w, 'pure', "

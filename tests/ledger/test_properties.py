@@ -2,9 +2,10 @@
 
 A hypothesis state machine holds several ``charging`` blocks open at once and
 closes them in any order (stored, failed before the read, failed after it, or
-left without reading), against a model of the budget. After every step: no
-pool on any path is past its window or lifetime cap, each balance equals the
-sum of the ledger's recorded charges, and both equal the model.
+left without reading), against a model of the budget. Charges carry a δ as well
+as an ε. After every step: no pool on any path is past its window or lifetime
+cap, ε or δ, each balance equals the sum of the ledger's recorded charges, and
+both equal the model.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from hypothesis.stateful import (
 )
 
 from dpllm.errors import BudgetExceeded
+from dpllm.ledger.base import to_delta_units
 from dpllm.ledger.postgres import PostgresLedger
 from dpllm.ledger.sqlite import SQLiteCharge, SQLiteLedger
 from dpllm.release import Cost
@@ -36,6 +38,8 @@ WINDOWS = ("2026-W46", "2026-W47")
 CAPS = {"global": 1.0, "a": 0.6, "b": 0.7}
 LIFETIME = {"global": 1.5, "a": None, "b": 1.0}
 PARENT = {"global": None, "a": "global", "b": "global"}
+DELTA_CAPS = {"global": 8e-7, "a": 5e-7, "b": 6e-7}
+DELTA_LIFETIME = {"global": 1.2e-6, "a": None, "b": 1e-6}
 
 
 def path(pool: str) -> list[str]:
@@ -54,28 +58,38 @@ class Open:
     pool: str
     window: str
     micro: int
+    delta: int = 0
     read: bool = False
 
 
 @dataclass
 class Model:
     spent: dict[tuple[str, str], int] = field(default_factory=dict)
+    delta: dict[tuple[str, str], int] = field(default_factory=dict)
 
-    def lifetime(self, pool: str) -> int:
-        return sum(v for (p, _), v in self.spent.items() if p == pool)
+    def lifetime(self, pool: str, book: dict[tuple[str, str], int] | None = None) -> int:
+        return sum(v for (p, _), v in (self.spent if book is None else book).items() if p == pool)
 
-    def fits(self, pool: str, window: str, micro: int) -> bool:
+    def fits(self, pool: str, window: str, micro: int, delta: int = 0) -> bool:
         for name in path(pool):
             if self.spent.get((name, window), 0) + micro > Cost.pure(CAPS[name]).micro:
                 return False
             cap = LIFETIME[name]
             if cap is not None and self.lifetime(name) + micro > Cost.pure(cap).micro:
                 return False
+            if delta == 0:
+                continue
+            if self.delta.get((name, window), 0) + delta > to_delta_units(DELTA_CAPS[name]):
+                return False
+            dcap = DELTA_LIFETIME[name]
+            if dcap is not None and self.lifetime(name, self.delta) + delta > to_delta_units(dcap):
+                return False
         return True
 
-    def add(self, pool: str, window: str, micro: int) -> None:
+    def add(self, pool: str, window: str, micro: int, delta: int = 0) -> None:
         for name in path(pool):
             self.spent[(name, window)] = self.spent.get((name, window), 0) + micro
+            self.delta[(name, window)] = self.delta.get((name, window), 0) + delta
 
 
 class LedgerMachine(RuleBasedStateMachine):
@@ -93,9 +107,14 @@ class LedgerMachine(RuleBasedStateMachine):
             self.schema = pg_schema(self.pg_database)
             self.ledger = PostgresLedger(self.schema.__enter__())
         for name in ("global", "a", "b"):
+            dcap = DELTA_LIFETIME[name]
             self.ledger.ensure_pool(
-                pure_pool(name, CAPS[name], lifetime=LIFETIME[name], parent=PARENT[name])
-            )
+                pure_pool(
+                    name, CAPS[name], lifetime=LIFETIME[name], parent=PARENT[name],
+                    delta_window_cap=to_delta_units(DELTA_CAPS[name]),
+                    delta_lifetime_cap=None if dcap is None else to_delta_units(dcap),
+                )
+            )  # fmt: skip
         self.model = Model()
         self.open: list[Open] = []
         self.n = 0
@@ -104,20 +123,24 @@ class LedgerMachine(RuleBasedStateMachine):
         pool=st.sampled_from(["a", "b", "global"]),
         window=st.sampled_from(WINDOWS),
         epsilon=st.sampled_from([0.0, 0.05, 0.1, 0.25, 0.4]),
+        delta=st.sampled_from([0.0, 0.0, 1e-7, 3e-7, 5e-7]),
     )
-    def charge(self, pool: str, window: str, epsilon: float) -> None:
+    def charge(self, pool: str, window: str, epsilon: float, delta: float) -> None:
         cost = Cost.pure(epsilon)
         self.n += 1
-        cm = self.ledger.charging(query_id=f"q{self.n}", pool=pool, window=window, cost=cost)
-        expected = self.model.fits(pool, window, cost.micro)
+        cm = self.ledger.charging(
+            query_id=f"q{self.n}", pool=pool, window=window, cost=cost, delta=delta
+        )
+        units = to_delta_units(delta)
+        expected = self.model.fits(pool, window, cost.micro, units)
         try:
             handle = cm.__enter__()
         except BudgetExceeded:
             assert not expected
             return
         assert expected
-        self.model.add(pool, window, cost.micro)
-        self.open.append(Open(cm, handle, pool, window, cost.micro))
+        self.model.add(pool, window, cost.micro, units)
+        self.open.append(Open(cm, handle, pool, window, cost.micro, units))
 
     @precondition(lambda self: self.open)
     @rule(data=st.data())
@@ -137,7 +160,7 @@ class LedgerMachine(RuleBasedStateMachine):
                 item.read = True
             item.handle.store(
                 make_release(item.handle.query_id, Cost(Cost.pure(0).measure, item.micro))
-            )
+            )  # a release claiming no δ: allowed under any δ charged
             item.cm.__exit__(None, None, None)
         elif how == "error":
             error = RuntimeError("boom")
@@ -145,7 +168,7 @@ class LedgerMachine(RuleBasedStateMachine):
         else:
             item.cm.__exit__(None, None, None)
         if not item.read:  # refunded: the data was never read
-            self.model.add(item.pool, item.window, -item.micro)
+            self.model.add(item.pool, item.window, -item.micro, -item.delta)
 
     @invariant()
     def caps_hold_and_balances_match(self) -> None:
@@ -160,6 +183,16 @@ class LedgerMachine(RuleBasedStateMachine):
             assert self.ledger.lifetime_spent(name) == lifetime
             if LIFETIME[name] is not None:
                 assert lifetime <= Cost.pure(LIFETIME[name]).micro  # type: ignore[arg-type]
+            delta_lifetime = 0
+            for window in WINDOWS:
+                balance = self.ledger.balance(name, window)
+                assert balance.delta_spent <= balance.delta_window_cap
+                assert balance.delta_spent == self.model.delta.get((name, window), 0)
+                delta_lifetime += balance.delta_spent
+            assert self.ledger.delta_lifetime_spent(name) == delta_lifetime
+            dcap = DELTA_LIFETIME[name]
+            if dcap is not None:
+                assert delta_lifetime <= to_delta_units(dcap)
 
     def teardown(self) -> None:
         for item in self.open:

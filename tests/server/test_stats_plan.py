@@ -177,3 +177,28 @@ def test_budget_remaining_is_the_minimum_over_the_path(root: Path) -> None:
         body = client.get("/v1/budget", params={"week": WEEK}, headers=HEADERS).json()
     weekly = next(p for p in body["pools"] if p["pool"] == "weekly")
     assert weekly["pool_remaining"] == 2.0 and weekly["remaining"] == 0.0
+
+
+def test_budget_shows_delta_spent_and_remaining_over_the_path(root: Path) -> None:
+    from dataclasses import replace
+
+    from dpllm.ledger.base import release_once, to_delta_units
+    from dpllm.release import Cost
+    from dpllm.testing.releases import fake_release
+
+    settings = Settings.load(root / "dpllm.toml")
+    with _client(settings, dt.date(2024, 6, 3)) as client:
+        first = client.get("/v1/budget", params={"week": WEEK}, headers=HEADERS).json()
+        weekly = next(p for p in first["pools"] if p["pool"] == "weekly")
+        assert weekly["delta"]["spent"] == 0.0 and weekly["delta"]["remaining"] == 1e-6
+        ledger = _ledger(root)
+        cost = Cost.pure(0.1)
+        fake = replace(fake_release("kw", 1.0, 0.0, 2.0, window=WEEK), cost=cost, seeded=False)
+        release_once(ledger, query_id="kw", pool="weekly", window=WEEK, cost=cost,
+                     compute=lambda: replace(fake, delta=4e-7), delta=4e-7)  # fmt: skip
+        body = client.get("/v1/budget", params={"week": WEEK}, headers=HEADERS).json()
+    weekly = next(p for p in body["pools"] if p["pool"] == "weekly")
+    assert weekly["delta"]["spent"] == pytest.approx(4e-7)
+    assert weekly["delta"]["remaining"] == pytest.approx(6e-7)
+    assert weekly["delta"]["units"]["spent"] == to_delta_units(4e-7)
+    assert weekly["delta"]["window_cap"] == 1e-6

@@ -44,12 +44,29 @@ def weekly(*, topics: bool = True) -> dict[str, object]:
         "week": "2026-W05",
         "course_names": ["Linear Algebra", "Statistics 101"],
         "feedback_count": make_release(
-            "feedback_count", 212.6, (198.1, 227.4), kind="count", unit="records"
+            "feedback_count",
+            212.6,
+            (198.1, 227.4),
+            kind="count",
+            unit="records",
+            estimand="feedback records, at most 5 per user",
         ),
         "active_users": make_release(
-            "active_users", 57.3, (50.2, 64.9), kind="count", unit="users"
+            "active_users",
+            57.3,
+            (50.2, 64.9),
+            kind="count",
+            unit="users",
+            estimand="users with at least one record",
         ),
-        "mean_rating": make_release("mean_rating", 3.87, (3.71, 4.02), kind="mean", unit="stars"),
+        "mean_rating": make_release(
+            "mean_rating",
+            3.87,
+            (3.71, 4.02),
+            kind="mean",
+            unit="stars",
+            estimand="mean of per-user mean ratings (clamped to 1–5; each user counts once)",
+        ),
         "rating_histogram": make_release(
             "rating_histogram",
             (3.2, 14.8, 41.1, 88.7, 64.9),
@@ -57,6 +74,7 @@ def weekly(*, topics: bool = True) -> dict[str, object]:
             kind="count",
             unit="records",
             labels=("1", "2", "3", "4", "5"),
+            estimand="ratings per star, at most 5 records per user",
         ),
         "share_positive": make_release("share_positive", 0.721, (0.664, 0.778), kind="proportion"),
         "share_negative": make_release("share_negative", 0.083, (0.047, 0.119), kind="proportion"),
@@ -67,8 +85,9 @@ def weekly(*, topics: bool = True) -> dict[str, object]:
             (48.4, 2.9, 19.6),
             ((42.0, 54.8), (0.0, 4.4), (13.2, 26.0)),
             kind="count",
-            unit="records",
+            unit="users",
             labels=("workload", "exam dates", "lecture pace"),
+            estimand="users mentioning each topic, at most 3 topics per user",
         )
     return context
 
