@@ -52,10 +52,20 @@ from dpllm.data.queries import (
     Query,
 )
 from dpllm.data.stats import StatsRunner, rating_shares
-from dpllm.errors import BudgetExceeded, ConfigError
-from dpllm.ledger.base import DELTA_UNIT, Balance, ChargeStatus, Ledger, RunItem
+from dpllm.errors import ConfigError
+from dpllm.ledger.base import Ledger
 from dpllm.privacy.noise import NoiseSource
-from dpllm.release import MICRO, Cost, Measure, Release
+from dpllm.release import Cost, Release
+from dpllm.weekly.runstate import (
+    FAILED,
+    NEW,
+    PAID,
+    RELEASED,
+    PoolBudget,
+    check_budget,
+    query_states,
+    run_ticket_id,
+)
 from dpllm.weekly.wiring import (
     build_model,
     build_plan,
@@ -94,60 +104,9 @@ TREND_WEEKS = 8
 
 Progress = Callable[[str], None]
 
-RELEASED, PAID, FAILED, NEW = "released", "paid", "failed", "new"
-"""A plan query's state in a week (:meth:`WeeklyJob.states`)."""
-
 
 def _no_progress(step: str) -> None:
     return None
-
-
-@dataclass(frozen=True, slots=True)
-class PoolBudget:
-    """A pool's position in the report's week, in its own unit (ε, or ρ for zCDP)."""
-
-    pool: str
-    measure: str
-    window: str
-    spent: float
-    window_cap: float
-    remaining: float
-    lifetime_spent: float
-    lifetime_cap: float | None
-    delta_spent: float = 0.0
-    """δ charged in the week (approximate-DP releases); ``delta_*`` are δ, not ε."""
-    delta_window_cap: float = 0.0
-    delta_remaining: float = 0.0
-    delta_lifetime_spent: float = 0.0
-    delta_lifetime_cap: float | None = None
-    delta_total: float = 0.0
-    """The δ of the week's guarantee: δ charged, plus a zCDP pool's conversion δ."""
-
-    @classmethod
-    def from_balance(cls, b: Balance) -> PoolBudget:
-        unit = DELTA_UNIT
-        return cls(
-            pool=b.pool,
-            measure=b.measure.value,
-            window=b.window,
-            spent=b.spent / MICRO,
-            window_cap=b.effective_cap / MICRO,
-            remaining=b.remaining / MICRO,
-            lifetime_spent=b.lifetime_spent / MICRO,
-            lifetime_cap=None if b.lifetime_cap is None else b.lifetime_cap / MICRO,
-            delta_spent=b.delta_spent / unit,
-            delta_window_cap=b.delta_window_cap / unit,
-            delta_remaining=b.delta_remaining / unit,
-            delta_lifetime_spent=b.delta_lifetime_spent / unit,
-            delta_lifetime_cap=None
-            if b.delta_lifetime_cap is None
-            else b.delta_lifetime_cap / unit,
-            delta_total=b.total_delta,
-        )
-
-    @property
-    def symbol(self) -> str:
-        return "ε" if self.measure == Measure.PURE.value else "ρ"
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,19 +309,9 @@ class WeeklyJob:
         """
         week = Window.parse(week)
         queries = self.plan if queries is None else queries
-        unreleased = getattr(self.ledger, "unreleased", None)
-        open_charges = {r.query_id: r for r in unreleased()} if callable(unreleased) else {}
-        out: dict[str, str] = {}
-        for name, q in queries.items():
-            qid = self.runner.query_id(q, week)
-            record = open_charges.get(qid)
-            if record is not None:
-                out[name] = FAILED if record.status is ChargeStatus.FAILED else PAID
-            elif self.ledger.get_release(qid) is not None:
-                out[name] = RELEASED
-            else:
-                out[name] = NEW
-        return out
+        return query_states(
+            self.ledger, {n: self.runner.query_id(q, week) for n, q in queries.items()}
+        )
 
     def to_pay(self, week: Window, queries: Mapping[str, Query] | None = None) -> dict[str, Query]:
         """The queries a run of ``week`` would charge: neither released nor already paid."""
@@ -387,55 +336,19 @@ class WeeklyJob:
         A concurrent spender can still take budget between this check and the charges;
         the ledger's own per-charge check stays the guarantee.
         """
-        if not queries:
-            return
-        for spec in pool_path(self.settings):
-            needed = sum(q.cost.to_measure(spec.measure).micro for q in queries.values())
-            balance = self.ledger.balance(spec.name, week)
-            if needed <= balance.remaining:
-                continue
-            sym = "ε" if spec.measure is Measure.PURE else "ρ"
-            asked = ", ".join(
-                f"{n} {q.cost.to_measure(spec.measure).describe()}" for n, q in queries.items()
-            )
-            reason = (
-                f"pool {spec.name!r} has {sym} {balance.remaining / MICRO:g} left for "
-                f"{week}, the plan asks {sym} {needed / MICRO:g} ({asked}); nothing was spent"
-            )
-            request_run = getattr(self.ledger, "request_run", None)
-            if spec.on_exceed == "queue" and callable(request_run):
-                raise request_run(
-                    run_id=self.run_id(week, queries),
-                    pool=self.settings.plan_pool,
-                    window=week.key,
-                    items=[
-                        RunItem(self.runner.query_id(q, week), q.cost, f"{n} ({week})")
-                        for n, q in sorted(
-                            queries.items(), key=lambda kv: self.runner.query_id(kv[1], week)
-                        )
-                    ],
-                    analyst=self.settings.analyst,
-                    description=f"weekly run of {week} on {self.settings.data.dataset_id}",
-                    reason=reason,
-                )
-            if spec.on_exceed == "queue":
-                continue  # a ledger without run tickets queues each charge instead
-            raise BudgetExceeded(
-                f"{reason}. Wait for the next window, raise the pool's cap in dpllm.toml, "
-                "or lower the plan's ε",
-                pool=spec.name,
-                requested=needed / MICRO,
-                remaining=balance.remaining / MICRO,
-                window=week.key,
-            )
+        check_budget(
+            self.ledger,
+            self.settings,
+            week,
+            queries,
+            query_id=self.runner.query_id,
+            run_id=self.run_id(week, queries),
+        )
 
     def run_id(self, week: Window, queries: Mapping[str, Query]) -> str:
         """The id of a run's approval ticket: a fingerprint of the query ids it charges."""
-        import hashlib
-
-        ids = sorted(self.runner.query_id(q, week) for q in queries.values())
-        digest = hashlib.sha256("\n".join([self.settings.plan_pool, week.key, *ids]).encode())
-        return f"run:{digest.hexdigest()}"
+        ids = [self.runner.query_id(q, week) for q in queries.values()]
+        return run_ticket_id(self.settings.plan_pool, week, ids)
 
     def budget(self, week: Window) -> tuple[PoolBudget, ...]:
         """Each pool on the plan pool's path in ``week`` (reads the ledger only)."""
