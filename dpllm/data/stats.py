@@ -75,6 +75,7 @@ from dpllm.data.shared import is_shareable, measure_shared, measure_windows
 from dpllm.data.sql import ColumnMap, Dialect
 from dpllm.data.topics import DEFAULT_VOCABULARY, NewKeywords, TopicCounts, Vocabulary
 from dpllm.errors import ChargeInProgress, DataError, InvalidPrivacyParameter
+from dpllm.ledger._batch import ChargeRequest
 from dpllm.ledger.base import Charge, Ledger, Outcome, release_recorded
 from dpllm.privacy.intervals import discrete_gaussian_half_width, discrete_laplace_half_width
 from dpllm.privacy.noise import NoiseSource
@@ -575,18 +576,33 @@ class StatsRunner:
         with ExitStack() as stack:
             # In query-id order (no wait cycles between processes); a refusal
             # unwinds the stack and refunds every earlier charge (nothing read).
+            # A SQL ledger charges them all in one transaction, all or nothing.
+            requests = [
+                ChargeRequest(
+                    qid,
+                    cfg.pool,
+                    owner[qid][0],
+                    queries[owner[qid][1]].cost,
+                    cfg.analyst,
+                    self._description(queries[owner[qid][1]], deltas[owner[qid][1]]),
+                )  # fmt: skip
+                for qid in sorted(owner)
+            ]
+            many = getattr(self.ledger, "charging_many", None)
             charges: dict[str, Charge] = {}
-            for qid in sorted(owner):
-                w, n = owner[qid]
-                charges[qid] = stack.enter_context(
+            if many is not None:
+                held = stack.enter_context(many(requests))
+                charges = {r.query_id: c for r, c in zip(requests, held, strict=True)}
+            for r in requests if many is None else ():
+                charges[r.query_id] = stack.enter_context(
                     self.ledger.charging(
-                        query_id=qid,
-                        pool=cfg.pool,
-                        window=w,
-                        cost=queries[n].cost,
-                        analyst=cfg.analyst,
-                        description=self._description(queries[n], deltas[n]),
-                    )
+                        query_id=r.query_id,
+                        pool=r.pool,
+                        window=r.window,
+                        cost=r.cost,
+                        analyst=r.analyst,
+                        description=r.description,
+                    )  # fmt: skip
                 )
             for qid, charge in charges.items():
                 if charge.cached is not None:
@@ -602,11 +618,18 @@ class StatsRunner:
                     self._scope(Window.parse(todo_weeks[0])),
                     todo_weeks,
                 )
+                published = {}
                 for qid in todo:
                     w, n = owner[qid]
                     q = queries[n]
                     release = self._publish(q, exact[(names.index(n), w)], qid, Window.parse(w))
-                    releases[qid] = self._store(charges[qid], release)
+                    published[qid] = release
+                store_many = getattr(self.ledger, "store_many", None)
+                if store_many is not None:  # one transaction for every store
+                    pairs = [(charges[qid], published[qid]) for qid in todo]
+                    releases.update(zip(todo, store_many(pairs), strict=True))
+                for qid in todo if store_many is None else ():
+                    releases[qid] = self._store(charges[qid], published[qid])
         return {w: {n: releases[ids[(w, n)]] for n in queries} for w in weeks}
 
     def trend(
