@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from dpllm.errors import ChargeInProgress, InvalidPrivacyParameter, LedgerError
 from dpllm.ledger import _rows, sql
@@ -50,6 +50,16 @@ class ChargeRequest:
     cost: Cost
     analyst: str = "default"
     description: str = ""
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of :meth:`Ledger.charging` for this request."""
+        return {f: getattr(self, f) for f in self.__slots__}
+
+
+def _checked(r: ChargeRequest) -> dict[str, Any]:
+    kwargs = r.as_kwargs()
+    del kwargs["pool"]
+    return kwargs
 
 
 class _Fallback(Exception):
@@ -107,23 +117,7 @@ def charging_many(
     ledger: SQLLedger, requests: Sequence[ChargeRequest]
 ) -> Iterator[list[SQLCharge]]:
     """See :meth:`~dpllm.ledger._sql_ledger.SQLLedger.charging_many`."""
-    checked = [
-        ChargeRequest(
-            r.query_id,
-            r.pool,
-            _rows.check_request(
-                query_id=r.query_id,
-                window=r.window,
-                cost=r.cost,
-                analyst=r.analyst,
-                description=r.description,
-            ),
-            r.cost,
-            r.analyst,
-            r.description,
-        )  # fmt: skip
-        for r in requests
-    ]
+    checked = [replace(r, window=_rows.check_request(**_checked(r))) for r in requests]
     if len({r.query_id for r in checked}) != len(checked):
         raise InvalidPrivacyParameter("a batch of charges needs distinct query ids")
     order = sorted(range(len(checked)), key=lambda i: checked[i].query_id)
@@ -133,17 +127,7 @@ def charging_many(
         held: dict[int, SQLCharge] = {}
         for position, i in enumerate(order):
             if handles is None:
-                r = checked[i]
-                held[i] = stack.enter_context(
-                    ledger.charging(
-                        query_id=r.query_id,
-                        pool=r.pool,
-                        window=r.window,
-                        cost=r.cost,
-                        analyst=r.analyst,
-                        description=r.description,
-                    )  # fmt: skip
-                )
+                held[i] = stack.enter_context(ledger.charging(**checked[i].as_kwargs()))
             else:
                 held[i] = stack.enter_context(ledger._held(handles[position]))
         yield [held[i] for i in range(len(checked))]
