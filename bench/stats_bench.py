@@ -11,11 +11,13 @@ rating, rating histogram, topic counts) for every week:
 
 * ``baseline``: the same figures without privacy in one pass: ``GROUP BY week``
   (COUNT, AVG, per-star counts; COUNT(DISTINCT user) for active users; per-topic
-  text counts by the same keyword patterns for topics);
+  text counts by the same keyword patterns for topics) — record-level, no
+  per-user bound, so it never groups by (week, user) as user-level DP must;
 * ``one pass``: :func:`dpllm.data.shared.measure_windows` — every week's bounded
   aggregates, one statement per kind — plus each release's noise;
 * ``runner``: :meth:`StatsRunner.release_many` — the same, with the SQLite
-  ledger: one durable charge and one stored release per (query, week);
+  ledger: one charge and one stored release per (query, week), all the charges
+  in one durable transaction and all the stores in another;
 * ``per week`` (``--per-week``): ``release_all`` week by week (the old path).
 
 **one week** — the same set for the last week: baseline (one week's WHERE) vs
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -190,7 +193,8 @@ def _row(label: str, t: dict[str, tuple[float, float]], base: str, paths: Sequen
         if k in t:
             w, c = t[k]
             cells.append(f"{k} {w:.3f}s {w / bw:.2f}× ({c / bc:.2f}×)")
-    print(f"{label:<28} " + " | ".join(cells), flush=True)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"{label:<28} " + " | ".join(cells) + f"  [load {load}]", flush=True)
 
 
 def main() -> None:

@@ -204,8 +204,13 @@ def summaries(
     The same per-user cells and aggregates as :func:`dpllm.data.sql.user_summary`,
     grouped by (window, user) and then by window, so each window's row equals
     that statement's row for the window alone (a window with no records has no
-    row here; its aggregates are all 0 there).
+    row here; its aggregates are all 0 there). On DuckDB the same integers come
+    from one packed aggregate per (window, user) (:mod:`dpllm.data.packed`).
     """
+    if dialect is Dialect.DUCKDB:
+        from dpllm.data import packed
+
+        return packed.summaries(cols, dialect, source, spans, plan, raw_user=raw_user)
     rating = cols.q("rating")
     key = cols.q("user") if raw_user else sql.user_key(cols, dialect)
     rows = windowed(cols, dialect, source, spans, f"{key} AS {U}, {rating}")

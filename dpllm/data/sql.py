@@ -507,17 +507,37 @@ def _policy_cells(policy: OutOfRange) -> tuple[str, ...]:
     return ("in1", "in2", "in3", "in4", "in5")  # out-of-range ratings are rejected
 
 
-def summary_cells(cols: ColumnMap, dialect: Dialect, plan: SummaryPlan) -> list[str]:
-    """The per-user columns of a summary pass: ``n`` and the rating cells the plan needs."""
+def summary_cell_predicates(cols: ColumnMap, dialect: Dialect, plan: SummaryPlan) -> dict[str, str]:
+    """``{cell: per-row predicate}`` of the rating cells the plan needs, by cell name."""
     policies = {*plan.mean_policies, *(p for p, _ in plan.histograms)}
     cells = sorted({c for p in policies for c in _policy_cells(p)})
     preds = _star_cells(cols, dialect) if cells else {}
-    return ["COUNT(*) AS n"] + [f"COUNT(*) FILTER (WHERE {preds[c]}) AS {c}" for c in cells]
+    return {c: preds[c] for c in cells}
 
 
-def summary_aggregates(dialect: Dialect, plan: SummaryPlan) -> list[str]:
+def summary_cells(cols: ColumnMap, dialect: Dialect, plan: SummaryPlan) -> list[str]:
+    """The per-user columns of a summary pass: ``n`` and the rating cells the plan needs."""
+    preds = summary_cell_predicates(cols, dialect, plan)
+    return ["COUNT(*) AS n"] + [f"COUNT(*) FILTER (WHERE {p}) AS {c}" for c, p in preds.items()]
+
+
+def summary_aggregates(dialect: Dialect, plan: SummaryPlan, weight: str | None = None) -> list[str]:
     """The plan's aggregates over the per-user rows of :func:`summary_cells`, in
-    ``plan.keys()`` order."""
+    ``plan.keys()`` order.
+
+    ``weight`` names a column saying how many users a row stands for (rows of
+    equal per-user cells merged, :mod:`dpllm.data.packed`): every sum and count
+    is then weighted by it, which gives the same integers as one row per user.
+    """
+
+    def total(expr: str | None, where: str | None = None) -> str:
+        if weight is None:
+            agg = "COUNT(*)" if expr is None else f"SUM({expr})"
+        else:
+            agg = f"SUM({weight})" if expr is None else f"SUM({weight} * ({expr}))"
+        if where is not None:
+            agg += f" FILTER (WHERE {where})"
+        return agg if expr is None and weight is None else f"COALESCE({agg}, 0)"
 
     def n_r(p: OutOfRange) -> str:
         return "(" + " + ".join(_policy_cells(p)) + ")"
@@ -525,24 +545,21 @@ def summary_aggregates(dialect: Dialect, plan: SummaryPlan) -> list[str]:
     def stars(p: OutOfRange) -> str:
         return "(" + " + ".join(f"{k} * {c}" for k, c in enumerate(_policy_cells(p), 1)) + ")"
 
-    out = ["COUNT(*)"]
+    out = [total(None)]
     for cap in plan.record_caps:
         m = _bound("max_records", cap)
-        out.append(f"COALESCE(SUM(CASE WHEN n < {m} THEN n ELSE {m} END), 0)")
+        out.append(total(f"CASE WHEN n < {m} THEN n ELSE {m} END"))
     for p in plan.mean_policies:
         nr = n_r(p)
         # A divisor that is never 0: some engines evaluate before they filter.
         safe = f"CASE WHEN {nr} > 0 THEN {nr} ELSE 1 END"
         q_u = dialect.idiv(f"{2 * MILLI} * {stars(p)} + {nr}", f"2 * {safe}")
-        out.append(f"COUNT(*) FILTER (WHERE {nr} >= 1)")
-        out.append(f"COALESCE(SUM({q_u} - {3 * MILLI}) FILTER (WHERE {nr} >= 1), 0)")
+        out.append(total(None, f"{nr} >= 1"))
+        out.append(total(f"{q_u} - {3 * MILLI}", f"{nr} >= 1"))
     for p, cap in plan.histograms:
         m, nr = _bound("max_records", cap), n_r(p)
         denominator = f"CASE WHEN {nr} > {m} THEN {nr} ELSE {m} END"
-        out += [
-            f"COALESCE(SUM({dialect.idiv(f'{cell} * {m}', denominator)}), 0)"
-            for cell in _policy_cells(p)
-        ]
+        out += [total(dialect.idiv(f"{cell} * {m}", denominator)) for cell in _policy_cells(p)]
     return out
 
 

@@ -76,6 +76,7 @@ from dpllm.data.shared import is_shareable, measure_shared, measure_windows
 from dpllm.data.sql import ColumnMap, Dialect
 from dpllm.data.topics import DEFAULT_VOCABULARY, NewKeywords, TopicCounts, Vocabulary
 from dpllm.errors import ChargeInProgress, DataError, InvalidPrivacyParameter
+from dpllm.ledger._batch import ChargeRequest
 from dpllm.ledger.base import Charge, Ledger, Outcome, release_recorded
 from dpllm.privacy.intervals import discrete_gaussian_half_width, discrete_laplace_half_width
 from dpllm.privacy.noise import NoiseSource
@@ -490,20 +491,13 @@ class StatsRunner:
             # Charges are taken in query-id order, so two processes charging
             # overlapping batches never wait for each other in a cycle. A refusal
             # raises here and unwinds the stack: every earlier charge is
-            # refunded, since no data was read.
-            charges: dict[str, Charge] = {
-                qid: stack.enter_context(
-                    self.ledger.charging(
-                        query_id=qid,
-                        pool=cfg.pool,
-                        window=window,
-                        cost=by_id[qid].cost,
-                        analyst=cfg.analyst,
-                        description=self._description(by_id[qid], 0.0),  # shareable: δ = 0
-                    )
-                )
+            # refunded, since no data was read. Shareable queries: δ = 0.
+            desc = {qid: self._description(q, 0.0) for qid, q in by_id.items()}
+            requests = [
+                ChargeRequest(qid, cfg.pool, window.key, by_id[qid].cost, cfg.analyst, desc[qid])
                 for qid in sorted(by_id)
-            }
+            ]
+            charges = self._charge_all(stack, requests)
             todo = [qid for qid in by_id if charges[qid].cached is None]  # in the caller's order
             for qid, charge in charges.items():
                 if charge.cached is not None:
@@ -512,10 +506,32 @@ class StatsRunner:
                 for qid in todo:
                     charges[qid].data_read()
                 summary = measure_shared([by_id[qid] for qid in todo], self._scope(window))
-                for qid in todo:
-                    release = self._publish(by_id[qid], summary.exact(by_id[qid]), qid, window)
-                    releases[qid] = self._store(charges[qid], release)
+                published = {
+                    qid: self._publish(by_id[qid], summary.exact(by_id[qid]), qid, window)
+                    for qid in todo
+                }
+                releases.update(self._store_all(charges, published))
         return {name: releases[ids[name]] for name in queries}
+
+    def _charge_all(self, stack: ExitStack, requests: list[ChargeRequest]) -> dict[str, Charge]:
+        """Enter a charge for each request on ``stack``: one transaction on a SQL
+        ledger (all or nothing), else one by one in the given order."""
+        many = getattr(self.ledger, "charging_many", None)
+        if many is not None:
+            held = stack.enter_context(many(requests))
+            return {r.query_id: c for r, c in zip(requests, held, strict=True)}
+        charging = self.ledger.charging
+        return {r.query_id: stack.enter_context(charging(**r.as_kwargs())) for r in requests}
+
+    def _store_all(
+        self, charges: Mapping[str, Charge], published: Mapping[str, Release]
+    ) -> dict[str, Release]:
+        """Store each release (one transaction on a SQL ledger); what stands for each."""
+        store_many = getattr(self.ledger, "store_many", None)
+        if store_many is None:
+            return {qid: self._store(charges[qid], r) for qid, r in published.items()}
+        stored = store_many([(charges[qid], r) for qid, r in published.items()])
+        return dict(zip(published, stored, strict=True))
 
     def _store(self, charge: Charge, release: Release) -> Release:
         """Store ``release``; if another process stored one first, return that one."""
@@ -577,20 +593,13 @@ class StatsRunner:
         with ExitStack() as stack:
             # In query-id order (no wait cycles between processes); a refusal
             # unwinds the stack and refunds every earlier charge (nothing read).
-            charges: dict[str, Charge] = {}
-            for qid in sorted(owner):
-                w, n = owner[qid]
-                charges[qid] = stack.enter_context(
-                    self.ledger.charging(
-                        query_id=qid,
-                        pool=cfg.pool,
-                        window=w,
-                        cost=queries[n].cost,
-                        analyst=cfg.analyst,
-                        description=self._description(queries[n], deltas[n]),
-                        delta=deltas[n],
-                    )
-                )
+            # A SQL ledger charges them all in one transaction, all or nothing.
+            desc = {n: self._description(q, deltas[n]) for n, q in queries.items()}
+            requests = [
+                ChargeRequest(qid, cfg.pool, w, queries[n].cost, cfg.analyst, desc[n], deltas[n])
+                for qid, (w, n) in sorted(owner.items())
+            ]
+            charges = self._charge_all(stack, requests)
             for qid, charge in charges.items():
                 if charge.cached is not None:
                     releases[qid] = charge.cached
@@ -605,11 +614,13 @@ class StatsRunner:
                     self._scope(Window.parse(todo_weeks[0])),
                     todo_weeks,
                 )
+                published = {}
                 for qid in todo:
                     w, n = owner[qid]
-                    q = queries[n]
-                    release = self._publish(q, exact[(names.index(n), w)], qid, Window.parse(w))
-                    releases[qid] = self._store(charges[qid], release)
+                    published[qid] = self._publish(
+                        queries[n], exact[(names.index(n), w)], qid, Window.parse(w)
+                    )
+                releases.update(self._store_all(charges, published))
         return {w: {n: releases[ids[(w, n)]] for n in queries} for w in weeks}
 
     def trend(

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 from dpllm.errors import (
     BudgetError,
@@ -44,7 +44,7 @@ from dpllm.errors import (
     LedgerError,
     QueryFailed,
 )
-from dpllm.ledger import _approvals, _local, _rows, sql
+from dpllm.ledger import _approvals, _batch, _local, _rows, sql
 from dpllm.ledger._charge import SQLCharge
 from dpllm.ledger._sql_base import Conn, SQLBase
 from dpllm.ledger.base import (
@@ -176,12 +176,43 @@ class SQLLedger(SQLBase):
         )
         dunits = to_delta_units(delta)
         handle = self._acquire(query_id, pool, window, cost, analyst, description, dunits)
+        with self._held(handle):
+            yield handle
+
+    @contextmanager
+    def _held(self, handle: SQLCharge) -> Iterator[SQLCharge]:
+        """Finish ``handle`` on leaving: refund, fail or leave it, as :meth:`charging` says."""
         try:
             yield handle
         except BaseException as exc:
             handle._finish(exc)
             raise
         handle._finish(None)
+
+    _batch_retry: tuple[type[BaseException], ...] = ()  # a batch goes one by one after these
+
+    def charging_many(
+        self, requests: Sequence[_batch.ChargeRequest]
+    ) -> AbstractContextManager[list[SQLCharge]]:
+        """Charge every request in one durable transaction, all or nothing.
+
+        Yields one handle per request, in their order, as :meth:`charging` yields
+        and finishes it. If any request is refused or meets anything but a new
+        charge or a stored release, nothing of the batch is written and the
+        requests go through :meth:`charging` one by one (:mod:`dpllm.ledger._batch`).
+        Raises as :meth:`charging`; InvalidPrivacyParameter for a repeated query id.
+        Privacy: as :meth:`charging` for each request; one commit for all.
+        """
+        return _batch.charging_many(self, requests)
+
+    def store_many(self, pairs: Sequence[tuple[SQLCharge, Release]]) -> list[Release]:
+        """Store each release under its handle's query id in one durable transaction.
+
+        Returns the release that stands for each pair: its own, or the one another
+        process stored first (then this value is dropped unseen). Raises as
+        :meth:`SQLCharge.store`, before anything is written.
+        """
+        return _batch.store_many(self, pairs)
 
     def _acquire(
         self,
@@ -453,19 +484,22 @@ class SQLLedger(SQLBase):
         nothing is written).
         """
         with self._tx() as conn:
-            rows = conn.execute(
-                sql.STORE_RELEASE,
-                {"query_id": query_id, "release_json": release_json, "release_name": name,
-                 "now": self._now_text()},
-            ).fetchall()  # fmt: skip
-            if not rows:
-                return False
-            row = rows[0]
-            self._audit(
-                conn, "release", analyst=row[0], pool=row[1], window=row[2],
-                query_id=query_id, micro=0, detail=name,
-            )  # fmt: skip
-            return True
+            return self._store_in(conn, query_id, release_json, name)
+
+    def _store_in(self, conn: Conn, query_id: str, release_json: str, name: str) -> bool:
+        rows = conn.execute(
+            sql.STORE_RELEASE,
+            {"query_id": query_id, "release_json": release_json, "release_name": name,
+             "now": self._now_text()},
+        ).fetchall()  # fmt: skip
+        if not rows:
+            return False
+        row = rows[0]
+        self._audit(
+            conn, "release", analyst=row[0], pool=row[1], window=row[2],
+            query_id=query_id, micro=0, detail=name,
+        )  # fmt: skip
+        return True
 
     # -- local-DP reports ----------------------------------------------------------------
 

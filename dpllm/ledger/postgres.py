@@ -446,6 +446,8 @@ class PostgresLedger(SQLLedger):
             )
         return LedgerError(f"PostgreSQL ledger {where}: {str(exc).strip()}. Nothing was recorded")
 
+    _batch_retry = (_Retry,)  # a deadlock victim's batch is charged again one by one
+
     def _batch(self, conn: Conn) -> AbstractContextManager[object]:
         """Pipeline mode: the statements inside go in one round trip, synced on leaving."""
         assert isinstance(conn, _PgConn)

@@ -203,6 +203,8 @@ class MeteredGuard:
 class MeteredLedger:
     """The ledger, counting the charges it commits and the ones it refuses, by pool."""
 
+    charging_many = None  # a batch would pass the counters by: callers charge one by one
+
     def __init__(self, inner: Any, metrics: Metrics) -> None:
         self.inner = inner
         self.metrics = metrics

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dpllm.data import bounded
+from dpllm.data import bounded, packed, sql
 from dpllm.data.engines import DuckDBEngine, Engine, SQLiteEngine
 from dpllm.data.queries import (
     ActiveUsers,
@@ -27,7 +27,8 @@ from dpllm.data.queries import (
     Scope,
     keyed_choice,
 )
-from dpllm.data.shared import measure_windows
+from dpllm.data.shared import measure_windows, plan_for
+from dpllm.data.sql import Dialect, Statement, SummaryPlan
 from dpllm.data.topics import DEFAULT_VOCABULARY, TopicCounts, TopTopics, Vocabulary
 from dpllm.errors import ConfigError, DataError
 from dpllm.windows import week_bounds
@@ -38,6 +39,7 @@ from tests.data._helpers import (
     TEXTS,
     WEEK,
     Rec,
+    random_record,
     random_records,
     write_parquet,
     write_sqlite,
@@ -296,3 +298,64 @@ def test_many_windows_on_postgres(recs: list[Rec], engines: dict[str, Engine], p
             got = measure_windows(MANY, _scope(pg), windows)
             want = measure_windows(MANY, _scope(engines["sqlite"]), windows)
             assert {k: v.values for k, v in got.items()} == {k: v.values for k, v in want.items()}
+
+
+def _summary_rows(
+    engine: Engine, plan: SummaryPlan, windows: Sequence[str], bits: int | None = None
+) -> dict[int, tuple[int, ...]]:
+    spans = [week_bounds(w) for w in sorted(windows, key=week_bounds)]
+    cols, dialect = COLUMNS, engine.dialect
+    if bits is not None:
+        stmt = packed.summaries(cols, dialect, engine.relation(cols), spans, plan, bits=bits)
+    else:
+        stmt = bounded.summaries(cols, dialect, engine.relation(cols), spans, plan)
+    return {int(r[0]): tuple(int(v) for v in r[1:]) for r in engine.fetch(stmt)}
+
+
+PLANS = [
+    plan_for(MANY[:5]),  # seven cells (clamp and drop), two caps
+    plan_for([MANY[0], MANY[2], MANY[4]]),  # five cells
+    plan_for(MANY[:2]),  # no cell: records and users only
+]
+
+
+@pytest.mark.parametrize("plan", PLANS, ids=["7 cells", "5 cells", "0 cells"])
+@pytest.mark.parametrize("bits", [1, 2, 3, None])
+def test_the_packed_summary_equals_the_plain_one(
+    engines: dict[str, Engine], plan: SummaryPlan, bits: int | None
+) -> None:
+    """DuckDB's one-aggregate summary returns the plain statement's integers, also
+    when most groups are over the field bound and take the plain count (small F)."""
+    windows = [*WEEKS, "2025-W01"]
+    want = _summary_rows(engines["sqlite"], plan, windows)
+    got = _summary_rows(engines["parquet"], plan, windows, bits)
+    assert got == want
+    assert want  # the data has records in these weeks
+
+
+def test_a_user_past_the_field_bound_is_counted_exactly(tmp_path: Path) -> None:
+    """1,100 records of one user in one week (over 2^10, the five-cell bound) and a
+    few light users: every aggregate equals SQLite's plain statement."""
+    rng = random.Random(5)
+    recs = [random_record(rng, "bot", week_offset=0) for _ in range(1100)]
+    recs += [random_record(rng, f"u{i}") for i in range(40)]
+    recs += [Rec("bot", 5.0, None, MONDAY + dt.timedelta(weeks=1), None)]
+    duck = DuckDBEngine(write_parquet(tmp_path / "f.parquet", recs))
+    lite = SQLiteEngine(write_sqlite(tmp_path / "f.db", recs))
+    for plan in PLANS:
+        windows = ["2026-W46", WEEK, "2026-W48"]
+        assert _summary_rows(duck, plan, windows) == _summary_rows(lite, plan, windows)
+    # five cells: fields of 10 bits, so the bot's 1,100 records are over the bound
+    assert (
+        packed.field_bits(len(sql.summary_cell_predicates(COLUMNS, duck.dialect, PLANS[1]))) == 10
+    )
+
+
+def test_the_packed_field_width_is_checked() -> None:
+    plan = PLANS[1]
+    span = [week_bounds(WEEK)]
+    for bits in (0, 11):
+        with pytest.raises(ValueError, match="field width"):
+            packed.summaries(COLUMNS, Dialect.DUCKDB, Statement("t"), span, plan, bits=bits)
+    with pytest.raises(ValueError, match="DuckDB"):
+        packed.summaries(COLUMNS, Dialect.SQLITE, Statement("t"), span, plan)
