@@ -477,6 +477,14 @@ def read_text_input(file: str, *, encoding: str = "utf-8") -> str:
         raise InputError(
             f"unknown encoding {encoding!r}; use a Python codec name such as utf-8 or gbk"
         ) from None
+    try:
+        b"a".decode(encoding)  # rot13, base64, zlib … are codecs but not text encodings
+    except LookupError:
+        raise InputError(
+            f"{encoding!r} is not a text encoding; use one such as utf-8, gbk or utf-16"
+        ) from None
+    except UnicodeError:
+        pass  # a text encoding to which one byte is too short (utf-16, utf-32)
     name = "standard input" if file == "-" else file
     try:
         if file == "-":
