@@ -202,3 +202,20 @@ def test_a_name_with_a_trailing_newline_is_refused_where_it_is_configured(
 
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
         Settings.parse(text)
+
+
+def test_weekly_checks_its_output_folder_before_charging(tmp_path: Path, demo_db: Path) -> None:
+    """``--out`` naming a file failed with "[Errno 20] Not a directory" after the
+    plan was charged; it is now refused first, and the ledger stays empty."""
+    config = tmp_path / "dpllm.toml"
+    config.write_text(f'[data]\npath = "{demo_db}"\n', encoding="utf-8")
+    ledger = tmp_path / "ledger.db"
+    blocker = tmp_path / "reports"
+    blocker.write_text("a file where the reports folder should be", encoding="utf-8")
+    code, out = _run(
+        ["weekly", "-c", str(config), "--ledger", str(ledger), "--out", str(blocker)]
+        + ["--week", "2026-W46"]
+    )
+    assert code == ExitCode.UNAVAILABLE, out
+    assert "not a folder" in out and "nothing was charged" in out, out
+    assert _charges(ledger) == 0
