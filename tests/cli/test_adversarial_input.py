@@ -219,3 +219,37 @@ def test_weekly_checks_its_output_folder_before_charging(tmp_path: Path, demo_db
     assert code == ExitCode.UNAVAILABLE, out
     assert "not a folder" in out and "nothing was charged" in out, out
     assert _charges(ledger) == 0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["quickstart", "--users", "99999999999"],
+        ["demo-data", "--out", "OUT", "--users", "99999999999"],
+    ],
+)
+def test_a_typo_sized_user_count_is_a_usage_error(tmp_path: Path, args: list[str]) -> None:
+    """``--users 99999999999`` (an extra digit or five) ran until memory ran out."""
+    code, out = _run([str(tmp_path / "demo.db") if a == "OUT" else a for a in args])
+    assert code == ExitCode.USAGE, out
+    assert "1000000" in out.replace(",", "").replace("_", ""), out
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--port", "99999"], "--port"),
+        (["--port", "-1"], "--port"),
+        (["--log-level", "bogus"], "--log-level"),
+    ],
+)
+def test_serve_options_out_of_range_are_usage_errors(
+    tmp_path: Path, args: list[str], needle: str
+) -> None:
+    """An out-of-range port was an OverflowError from bind() and an unknown log level a
+    KeyError in uvicorn: both exit 70."""
+    config = tmp_path / "dpllm.toml"
+    config.write_text("", encoding="utf-8")
+    code, out = _run(["serve", "-c", str(config), *args])
+    assert code == ExitCode.USAGE, out
+    assert needle in out and "internal error" not in out, out
