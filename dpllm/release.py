@@ -374,6 +374,10 @@ class Release:
                 raise InvalidPrivacyParameter(f"release {self.name!r} has a non-finite value")
             if lo > hi:
                 raise InvalidPrivacyParameter(f"release {self.name!r}: interval {lo} > {hi}")
+            if not math.isfinite(hi - lo):  # [-1e308, 1e308]: its width overflows a float
+                raise InvalidPrivacyParameter(
+                    f"release {self.name!r}: the interval [{lo:g}, {hi:g}] is too wide to use"
+                )
         if not 0.0 < self.confidence < 1.0:
             raise InvalidPrivacyParameter(f"confidence must lie in (0, 1), got {self.confidence}")
         if not (math.isfinite(self.noise_scale) and self.noise_scale >= 0):

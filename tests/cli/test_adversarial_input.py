@@ -253,3 +253,33 @@ def test_serve_options_out_of_range_are_usage_errors(
     code, out = _run(["serve", "-c", str(config), *args])
     assert code == ExitCode.USAGE, out
     assert needle in out and "internal error" not in out, out
+
+
+def test_a_release_whose_interval_width_overflows_is_refused_when_read(tmp_path: Path) -> None:
+    """``guard check -r`` with an interval of [-1e308, 1e308] ended in a ValueError
+    from the rounding (its half-width is inf), exit 70."""
+    import json
+
+    from dpllm.errors import InvalidPrivacyParameter
+    from dpllm.release import Cost, Release
+
+    fields = {
+        "name": "mean_rating",
+        "values": (3.7,),
+        "mechanism": "laplace",
+        "noise_scale": 0.1,
+        "cost": Cost.pure(0.5),
+        "fingerprint": "fp",
+    }
+    with pytest.raises(InvalidPrivacyParameter, match="too wide"):
+        Release(intervals=((-1e308, 1e308),), **fields)  # type: ignore[arg-type]
+    record = Release(intervals=((3.5, 3.9),), **fields).to_dict()  # type: ignore[arg-type]
+    record["intervals"] = [[-1e308, 1e308]]
+    releases = tmp_path / "rel.json"
+    releases.write_text(
+        json.dumps({"schema": "dpllm.releases/1", "releases": {"mean_rating": record}}),
+        encoding="utf-8",
+    )
+    code, out = _run(["guard", "check", "-r", str(releases), "-"], stdin="The mean was 3.7.")
+    assert code == ExitCode.USAGE, out
+    assert "too wide" in out, out
