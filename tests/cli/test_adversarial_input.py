@@ -283,3 +283,28 @@ def test_a_release_whose_interval_width_overflows_is_refused_when_read(tmp_path:
     code, out = _run(["guard", "check", "-r", str(releases), "-"], stdin="The mean was 3.7.")
     assert code == ExitCode.USAGE, out
     assert "too wide" in out, out
+
+
+@pytest.mark.parametrize("command", [["redact", "text"], ["guard", "check", "-r", "REL"]])
+def test_an_endless_binary_input_is_refused_at_once(tmp_path: Path, command: list[str]) -> None:
+    """``guard check -r rel.json /dev/zero`` read until memory ran out (5 GB in 15 s):
+    the whole input was read before the NUL check."""
+    releases = tmp_path / "rel.json"
+    releases.write_text('{"schema": "dpllm.releases/1", "releases": {}}', encoding="utf-8")
+    args = [str(releases) if a == "REL" else a for a in command]
+    code, out = _run([*args, "/dev/zero"])
+    assert code == ExitCode.USAGE, out
+    assert "binary" in out, out
+
+
+def test_a_text_input_past_the_cap_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dpllm.cli._common as common
+
+    monkeypatch.setattr(common, "MAX_INPUT_BYTES", 1000)
+    big = tmp_path / "big.txt"
+    big.write_text("word " * 100_000, encoding="utf-8")
+    code, out = _run(["guard", "check", "-r", str(big), str(big)])
+    assert code == ExitCode.USAGE, out
+    assert "larger than" in out, out
