@@ -25,7 +25,7 @@ from dpllm.ledger.base import (
     derived_delta_lifetime_cap,
     to_delta_units,
 )
-from dpllm.release import Measure, to_micro
+from dpllm.release import MAX_AMOUNT, Measure, to_micro
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
@@ -61,7 +61,7 @@ DEFAULT_PLAN: Mapping[str, float] = {
     "rating_histogram": 0.4,
     "topic_counts": 0.3,
 }
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)  # fullmatch: `$` passes "x\n"
 
 
 def hash_api_key(key: str) -> str:
@@ -106,9 +106,20 @@ class _Reader:
             raise self.error(key, f"must be {_kind_name(kind)}, got a boolean")
         if not isinstance(value, kinds):
             raise self.error(key, f"must be {_kind_name(kind)}, got {value!r}")
+        # TOML allows "\u0000"; no path, name or URL may hold it (the OS refuses it later).
+        items = value if isinstance(value, list) else [value]
+        if any(isinstance(item, str) and "\x00" in item for item in items):
+            raise self.error(key, "must not hold a NUL character (\\u0000)")
         return value
 
-    def number(self, key: str, default: float | None, *, positive: bool = False) -> float | None:
+    def number(
+        self,
+        key: str,
+        default: float | None,
+        *,
+        positive: bool = False,
+        maximum: float | None = None,
+    ) -> float | None:
         value = self.get(key, (int, float), default)
         if value is None:
             return None
@@ -119,6 +130,8 @@ class _Reader:
             raise self.error(key, f"must be > 0, got {value!r}")
         if value < 0:
             raise self.error(key, f"must be ≥ 0, got {value!r}")
+        if maximum is not None and value > maximum:
+            raise self.error(key, f"is too large: at most {maximum:g}, got {value!r}")
         return value
 
     def integer(self, key: str, default: int, *, minimum: int = 0) -> int:
@@ -361,16 +374,19 @@ class Settings:
             if key not in DEFAULT_COLUMNS:
                 raise cols_r.error(key, f"unknown column role; use {', '.join(DEFAULT_COLUMNS)}")
             value = cols_r.get(key, str, "")
-            if not _NAME.match(value):
+            if not _NAME.fullmatch(value):
                 raise cols_r.error(key, f"{value!r} is not a plain SQL identifier")
             columns[key] = value
         courses = d.get("courses", list, [])
         if not all(isinstance(c, str) and c for c in courses):
             raise d.error("courses", "must be a list of course names (public metadata)")
         table = d.get("table", str, "feedback")
-        if not _NAME.match(table):
+        if not _NAME.fullmatch(table):
             raise d.error("table", f"{table!r} is not a plain SQL identifier")
         source = d.choice("source", ("sqlite", "duckdb", "postgres", "spark"), "sqlite")
+        dataset_id = d.get("dataset_id", str, "feedback")
+        if not dataset_id.strip():
+            raise d.error("dataset_id", "must name the dataset (it is part of every cache key)")
         data = DataSettings(
             source=source,
             path=d.get("path", str, "" if source == "spark" else "demo.db"),
@@ -378,7 +394,7 @@ class Settings:
             format=d.choice("format", ("parquet", "delta", "orc", "json", "csv"), "parquet"),
             dsn=d.get("dsn", str, ""),
             table=table,
-            dataset_id=d.get("dataset_id", str, "feedback"),
+            dataset_id=dataset_id,
             columns=columns,
             courses=tuple(courses),
         )
@@ -418,7 +434,8 @@ class Settings:
         small = pl.number("small_threshold", DEFAULT_SMALL_THRESHOLD) or 0.0
         qr = pl.sub("queries")
         plan = tuple(
-            PlanQuery(name, qr.number(name, None, positive=True) or 0.0) for name in qr.data
+            PlanQuery(name, qr.number(name, None, positive=True, maximum=MAX_AMOUNT) or 0.0)
+            for name in qr.data
         ) or tuple(PlanQuery(k, v) for k, v in DEFAULT_PLAN.items())
 
         tp = r.sub("topics")
@@ -494,10 +511,10 @@ class Settings:
             )
             name = pr.get("name", str, "")
             measure = Measure(pr.choice("measure", ("pure", "zcdp"), "pure"))
-            window_cap = pr.number("window_cap", None, positive=True)
+            window_cap = pr.number("window_cap", None, positive=True, maximum=MAX_AMOUNT)
             if window_cap is None:
                 raise pr.error("window_cap", "is required (ε per window, or ρ for zCDP pools)")
-            lifetime = pr.number("lifetime_cap", None, positive=True)
+            lifetime = pr.number("lifetime_cap", None, positive=True, maximum=MAX_AMOUNT)
             delta_window = pr.number("delta_window_cap", DEFAULT_DELTA_WINDOW_CAP / DELTA_UNIT)
             delta_life = pr.number("delta_lifetime_cap", None)
             for key, value in (
@@ -608,7 +625,7 @@ class Settings:
         m = r.sub("metrics")
         metrics: list[LDPMetric] = []
         for name in m.data:
-            if not _NAME.match(name):
+            if not _NAME.fullmatch(name):
                 raise m.error(name, "an LDP metric name must be a plain name")
             mr = m.sub(name)
             mr.unknown({"mechanism", "epsilon", "domain"})

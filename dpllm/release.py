@@ -33,6 +33,7 @@ from typing import Any
 from dpllm.errors import InvalidPrivacyParameter, RawReleaseError
 
 __all__ = [
+    "MAX_AMOUNT",
     "MICRO",
     "RELEASES_SCHEMA",
     "RENAMED",
@@ -46,6 +47,11 @@ __all__ = [
 
 MICRO = 1_000_000
 """Micro-units per unit of ε or ρ."""
+
+MAX_AMOUNT = 10**9
+"""The largest ε or ρ an amount may hold (10⁹, far beyond any meaningful privacy
+budget): its micro-units, and sums of many of them, stay within the 64-bit
+integers the ledgers store."""
 
 
 class Measure(StrEnum):
@@ -83,9 +89,18 @@ def to_micro(value: float | int | Fraction | Decimal, *, name: str = "amount") -
     ``to_micro(0.1) == 100_000`` rather than 100 001.
 
     Raises:
-        InvalidPrivacyParameter: NaN, ±∞, negative values or non-numbers.
+        InvalidPrivacyParameter: NaN, ±∞, negative values, non-numbers, or an
+            amount above :data:`MAX_AMOUNT`.
+
+    .. versionchanged:: unreleased
+        Amounts above :data:`MAX_AMOUNT` are refused (they overflowed the ledger).
     """
     exact = _check_finite_nonneg(name, value)
+    if exact > MAX_AMOUNT:
+        raise InvalidPrivacyParameter(
+            f"{name} {value!r} is too large: at most {MAX_AMOUNT:.0e} (ε or ρ) fits the ledger; "
+            "a privacy budget is a small number such as 1.0"
+        )
     return math.ceil(exact * MICRO)
 
 
@@ -359,6 +374,10 @@ class Release:
                 raise InvalidPrivacyParameter(f"release {self.name!r} has a non-finite value")
             if lo > hi:
                 raise InvalidPrivacyParameter(f"release {self.name!r}: interval {lo} > {hi}")
+            if not math.isfinite(hi - lo):  # [-1e308, 1e308]: its width overflows a float
+                raise InvalidPrivacyParameter(
+                    f"release {self.name!r}: the interval [{lo:g}, {hi:g}] is too wide to use"
+                )
         if not 0.0 < self.confidence < 1.0:
             raise InvalidPrivacyParameter(f"confidence must lie in (0, 1), got {self.confidence}")
         if not (math.isfinite(self.noise_scale) and self.noise_scale >= 0):

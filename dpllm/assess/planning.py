@@ -65,6 +65,10 @@ __all__ = [
 DEFAULT_COURSES = ("algebra", "biology", "chemistry", "databases")
 
 
+MAX_USERS = 10**12
+"""The largest population a plan may assume (a hundred times the world's)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Population:
     """Public planning assumptions about one window (never measured from the data).
@@ -86,8 +90,12 @@ class Population:
     def __post_init__(self) -> None:
         if isinstance(self.users, bool) or not isinstance(self.users, int) or self.users < 1:
             raise InvalidPrivacyParameter(f"users must be an int ≥ 1, got {self.users!r}")
-        if not self.records_per_user >= 1:
-            raise InvalidPrivacyParameter("records_per_user must be ≥ 1")
+        if self.users > MAX_USERS:  # 1e20 users made a relative width divide by zero
+            raise InvalidPrivacyParameter(
+                f"users must be at most {MAX_USERS:.0e} (a population), got {self.users}"
+            )
+        if not 1 <= self.records_per_user < math.inf:
+            raise InvalidPrivacyParameter("records_per_user must be a finite number ≥ 1")
         if not 1.0 <= self.mean_rating <= 5.0:
             raise InvalidPrivacyParameter("mean_rating must lie in [1, 5]")
         if not 0.0 < self.topic_share <= 1.0:

@@ -14,10 +14,12 @@ propagates; a stream that ends while a choice has not finished raises
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from dpllm.chat.fields import Pending
+from dpllm.errors import ModelBadResponse
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionChunk
@@ -25,6 +27,42 @@ if TYPE_CHECKING:
     from dpllm.chat.protection import CallState
 
 __all__ = ["AsyncGuardedStream", "GuardedStream"]
+
+
+def _where(exc: Any) -> str:
+    first = exc.errors()[0]["loc"] if exc.errors() else ()
+    return ".".join(str(p) for p in first) or "the top level"
+
+
+def _not_json(exc: json.JSONDecodeError) -> ModelBadResponse:
+    return ModelBadResponse(
+        f"the upstream sent a stream event that is not JSON ({exc.msg}); the stream was stopped"
+    )
+
+
+def _parsed(upstream: Any) -> Iterator[Any]:
+    """The SDK's chunks; an event it cannot parse as JSON is ModelBadResponse."""
+    it = iter(upstream)
+    while True:
+        try:
+            chunk = next(it)
+        except StopIteration:
+            return
+        except json.JSONDecodeError as exc:
+            raise _not_json(exc) from None
+        yield chunk
+
+
+async def _aparsed(upstream: Any) -> AsyncIterator[Any]:
+    it = upstream.__aiter__()
+    while True:
+        try:
+            chunk = await it.__anext__()
+        except StopAsyncIteration:
+            return
+        except json.JSONDecodeError as exc:
+            raise _not_json(exc) from None
+        yield chunk
 
 
 class _Gate:
@@ -35,13 +73,29 @@ class _Gate:
         self.gate = state.stream_gate()
 
     def take(self, chunk: ChatCompletionChunk) -> Pending:
-        return self.gate.take(chunk.model_dump(mode="json", exclude_unset=True))
+        dump = getattr(chunk, "model_dump", None)
+        if dump is None:  # the SDK passes a JSON list (or number) event on as is
+            raise ModelBadResponse(
+                "the upstream sent a stream event that is not a chat-completion chunk; "
+                "the stream was stopped"
+            )
+        # warnings=False: a field of the wrong type is refused below, not warned about.
+        return self.gate.take(dump(mode="json", exclude_unset=True, warnings=False))
 
     def emit(self, pending: Pending) -> ChatCompletionChunk | None:
         from openai.types.chat import ChatCompletionChunk
+        from pydantic import ValidationError
 
         out = self.gate.emit(pending)
-        return None if out is None else ChatCompletionChunk.model_validate(out)
+        if out is None:
+            return None
+        try:
+            return ChatCompletionChunk.model_validate(out)
+        except ValidationError as exc:
+            raise ModelBadResponse(
+                f"the upstream sent a malformed stream chunk (at {_where(exc)}); "
+                "the stream was stopped"
+            ) from None
 
     def abort(self) -> None:
         self.gate.abort()
@@ -66,7 +120,7 @@ class GuardedStream:
     def _chunks(self) -> Iterator[ChatCompletionChunk]:
         gate = self._gate
         try:
-            for chunk in self._upstream:
+            for chunk in _parsed(self._upstream):
                 out = gate.emit(gate.take(chunk))
                 if out is not None:
                     yield out
@@ -114,7 +168,7 @@ class AsyncGuardedStream:
     async def _chunks(self) -> AsyncGenerator[ChatCompletionChunk, None]:
         gate = self._gate
         try:
-            async for chunk in self._upstream:
+            async for chunk in _aparsed(self._upstream):
                 out = await self._process(gate.take(chunk))
                 if out is not None:
                     yield out

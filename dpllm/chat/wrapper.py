@@ -68,6 +68,7 @@ from dpllm.chat.protection import (
     parse_releases,
     take_dpllm_options,
 )
+from dpllm.errors import ConfigError
 from dpllm.release import Release
 
 if TYPE_CHECKING:
@@ -342,6 +343,10 @@ def wrap(
     """
     import openai
 
+    if isinstance(allow, str):  # a str is a Collection[str]: of its letters
+        raise ConfigError(
+            f"[allow] must be a list of terms, not one string; write allow=[{allow!r}]"
+        )
     if redactor is None:
         from dpllm.redact import Redactor
 

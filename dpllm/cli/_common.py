@@ -50,7 +50,7 @@ from contextlib import contextmanager
 from enum import IntEnum
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, BinaryIO
 
 import typer
 from typer.core import TyperArgument, TyperGroup, TyperOption
@@ -461,6 +461,28 @@ def status(message: str) -> Iterator[None]:
 # ---------------------------------------------------------------- input
 
 
+MAX_INPUT_BYTES = 256 * 1024 * 1024
+"""The most a command reads from one text input (``/dev/zero`` or ``yes |`` never end)."""
+
+
+def _read_capped(stream: BinaryIO, name: str, *, utf16: bool) -> bytes:
+    """Read ``stream`` whole, refusing binary input at once and text past the cap."""
+    from dpllm.errors import InputError
+
+    first = stream.read(8192)
+    if b"\x00" in first and not utf16:
+        raise InputError(f"{name} looks binary (it holds NUL bytes); give a text file")
+    chunks, size = [first], len(first)
+    while chunk := stream.read(1 << 20):
+        size += len(chunk)
+        if size > MAX_INPUT_BYTES:
+            raise InputError(
+                f"{name} is larger than {MAX_INPUT_BYTES >> 20} MiB; split it into smaller files"
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def read_text_input(file: str, *, encoding: str = "utf-8") -> str:
     """The text of ``file`` (or standard input for ``-``), decoded with ``encoding``.
 
@@ -477,15 +499,25 @@ def read_text_input(file: str, *, encoding: str = "utf-8") -> str:
         raise InputError(
             f"unknown encoding {encoding!r}; use a Python codec name such as utf-8 or gbk"
         ) from None
+    try:
+        b"a".decode(encoding)  # rot13, base64, zlib … are codecs but not text encodings
+    except LookupError:
+        raise InputError(
+            f"{encoding!r} is not a text encoding; use one such as utf-8, gbk or utf-16"
+        ) from None
+    except UnicodeError:
+        pass  # a text encoding to which one byte is too short (utf-16, utf-32)
     name = "standard input" if file == "-" else file
+    utf16 = encoding.lower().replace("-", "").startswith("utf16")
     try:
         if file == "-":
-            raw = sys.stdin.buffer.read()
+            raw = _read_capped(sys.stdin.buffer, name, utf16=utf16)
         else:
             path = Path(file)
             if path.is_dir():
                 raise InputError(f"{file} is a directory; give a text file (or - for stdin)")
-            raw = path.read_bytes()
+            with path.open("rb") as stream:
+                raw = _read_capped(stream, name, utf16=utf16)
     except FileNotFoundError:
         raise InputError(f"{name} does not exist; check the path") from None
     except PermissionError:
@@ -494,8 +526,6 @@ def read_text_input(file: str, *, encoding: str = "utf-8") -> str:
         ) from None
     except OSError as exc:
         raise InputError(f"cannot read {name}: {exc.strerror or exc}") from None
-    if b"\x00" in raw[:8192] and not encoding.lower().replace("-", "").startswith("utf16"):
-        raise InputError(f"{name} looks binary (it holds NUL bytes); give a text file")
     try:
         text = raw.decode(encoding)
     except UnicodeDecodeError as exc:

@@ -13,7 +13,7 @@ __all__ = ["register"]
 
 def demo_data(
     out: Annotated[str, typer.Option("--out", help="The SQLite file to create.")] = "demo.db",
-    users: Annotated[int, typer.Option(min=1, help="Number of users.")] = 2000,
+    users: Annotated[int, typer.Option(min=1, max=1_000_000, help="Number of users.")] = 2000,
     weeks: Annotated[int, typer.Option(min=1, help="Number of ISO weeks.")] = 8,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 1,
     end_week: Annotated[str, typer.Option("--end-week", help="The last week.")] = "2026-W47",

@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
 
 
 def quickstart(
-    users: int = typer.Option(500, min=1, help="Synthetic users to generate."),
+    users: int = typer.Option(500, min=1, max=1_000_000, help="Synthetic users to generate."),
     epsilon: float = typer.Option(1.0, help="ε for each of the two releases."),
     seed: int = typer.Option(1, help="Seed of the synthetic data (not of the noise)."),
     as_json: JsonOption = False,

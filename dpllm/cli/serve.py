@@ -37,8 +37,10 @@ def serve(
     ctx: typer.Context,
     config: ConfigOption = None,
     host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port to bind.")] = 8000,
-    log_level: Annotated[str, typer.Option("--log-level", help="info, warning, error")] = "info",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to bind.")] = 8000,
+    log_level: Annotated[
+        str, typer.Option("--log-level", help="debug, info, warning, error or critical")
+    ] = "info",
     workers: Annotated[
         int,
         typer.Option(
@@ -51,6 +53,10 @@ def serve(
     """Serve the proxy described by CONFIG on HOST:PORT."""
     if ctx.invoked_subcommand is not None:
         return
+    if log_level not in _LOG_LEVELS:
+        raise typer.BadParameter(
+            f"must be one of {', '.join(_LOG_LEVELS)}, got {log_level!r}", param_hint="--log-level"
+        )
     import logging
     import os
 
@@ -119,6 +125,9 @@ def serve(
 _CONFIG_ENV = "DPLLM_SERVE_CONFIG"
 
 
+_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
 def _check_port(host: str, port: int) -> None:
     """Fail with exit 4 and a clear message when HOST:PORT cannot be bound.
 
@@ -134,9 +143,13 @@ def _check_port(host: str, port: int) -> None:
         try:
             sock.bind((host, port))
         except OSError as exc:
+            hint = (
+                "stop the process using it or pick another port with --port"
+                if not isinstance(exc, socket.gaierror)
+                else "check --host (an address of this machine, e.g. 127.0.0.1 or 0.0.0.0)"
+            )
             raise fail(
-                f"cannot listen on {host}:{port}: {exc.strerror or exc}; stop the process "
-                f"using it or pick another port with --port",
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}; {hint}",
                 ExitCode.UNAVAILABLE,
             ) from None
 

@@ -545,6 +545,7 @@ def _run(
     from dpllm.weekly.job import WeeklyJob
     from dpllm.weekly.report import write_report
 
+    _check_writable(settings.resolve(settings.output_dir) / week.key)
     labels = {
         "statistics": "computing DP statistics (cached releases are free)",
         "render": "rendering the prompt",
@@ -579,6 +580,28 @@ def _run(
             name = "terminated (SIGTERM)" if code == EXIT_TERMINATED else "interrupted (SIGINT)"
             raise _Interrupted(_kept(job, week, name, resume), code) from None
     return report, folder
+
+
+def _check_writable(folder: Path) -> None:
+    """Refuse an output folder that cannot be written *before* anything is charged.
+
+    Raises:
+        OSError: the nearest existing part of ``folder`` is a file, or not writable
+            (exit 4, "unavailable").
+    """
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        problem = f"{existing} is a file, not a folder"
+    elif not os.access(existing, os.W_OK | os.X_OK):
+        problem = f"no permission to write in {existing}"
+    else:
+        return
+    raise OSError(
+        f"cannot write the report to {folder}: {problem}; nothing was charged. "
+        "Fix [output] dir in dpllm.toml (or pass --out)"
+    )
 
 
 def _summary(report: WeeklyReport, folder: Path) -> None:

@@ -264,11 +264,27 @@ class LDPIngest:
         self.store.add(report)
 
     def estimate(self, metric: str, window: str, *, confidence: float = 0.95) -> LDPEstimate:
-        """Frequencies and mean of ``metric`` in ``window`` from the stored reports."""
+        """Frequencies and mean of ``metric`` in ``window`` from the stored reports.
+
+        Raises:
+            InvalidWindow: ``window`` is not a canonical ISO week.
+            InvalidReport: unknown metric, or too few reports.
+        """
+        key = Window.parse(window).key  # a malformed week is said so, not "0 reports"
         agg = LDPAggregate.empty(self._randomizer(metric))
-        for payload in self.store.payloads(metric, window):
+        for payload in self.store.payloads(metric, key):
             agg = agg.add(payload)
         return agg.estimate(metric=metric, confidence=confidence)
+
+
+def _detail(resp: httpx.Response, default: str) -> str:
+    """The ``detail`` of an error answer, if it is the JSON object the server sends."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return default
+    detail = body.get("detail") if isinstance(body, dict) else None
+    return detail if isinstance(detail, str) else default
 
 
 class _NotConfigured(Exception):
@@ -467,7 +483,13 @@ class LDPClient:
         except httpx.HTTPError as exc:
             raise LedgerUnavailable(f"cannot reach the dpllm server: {exc}") from exc
         if resp.status_code == 409:
-            raise DuplicateReport(resp.json().get("detail", "duplicate report"))
+            raise DuplicateReport(_detail(resp, "the server already holds this user's report"))
+        if resp.status_code == 429 or resp.status_code >= 500:
+            # The server's trouble, not the report's: retry (the kept report is re-sent).
+            raise LedgerUnavailable(
+                f"the dpllm server could not take the report ({resp.status_code}); retry later: "
+                "the same report is sent again"
+            )
         if resp.status_code != 201:
             raise InvalidReport(f"the server refused the report ({resp.status_code}): {resp.text}")
         return report

@@ -73,8 +73,9 @@ __all__ = [
 RATINGS: tuple[int, ...] = (1, 2, 3, 4, 5)
 """The default domain: star ratings 1–5."""
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
-_PSEUDONYM = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
+# Whole-string matches (``\Z``): ``$`` also matches before a trailing newline.
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,63}\Z")
+_PSEUDONYM = re.compile(r"[A-Za-z0-9_.:\-]{1,128}\Z")
 _MAX_DOMAIN = 4096
 
 
@@ -411,9 +412,14 @@ class LDPReport:
     @classmethod
     def from_json(cls, text: str | bytes) -> LDPReport:
         try:
-            return cls.from_dict(json.loads(text))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InvalidReport(f"a report must be JSON: {exc}") from exc
+            data = json.loads(text)
+        except RecursionError:
+            raise InvalidReport(
+                "a report must be a flat JSON object; this one nests too deeply"
+            ) from None
+        except ValueError as exc:  # not JSON, not UTF-8, or an int of over 4300 digits
+            raise InvalidReport(f"a report must be JSON: {exc}") from None
+        return cls.from_dict(data)
 
 
 @dataclass(frozen=True, slots=True)

@@ -410,7 +410,9 @@ class SQLBase:
             raise InvalidPrivacyParameter(f"limit must be ≥ 0, got {limit!r}")
         with self._read() as conn:
             rows = conn.execute(
-                sql.SELECT_AUDIT, {"limit": HISTORY_ALL if limit is None else limit}
+                # A limit beyond the log's size means all of it (and must fit SQL's BIGINT).
+                sql.SELECT_AUDIT,
+                {"limit": HISTORY_ALL if limit is None else min(limit, HISTORY_ALL)},
             )
             events = [_rows.audit_from_row(r) for r in rows]
         return events[::-1]

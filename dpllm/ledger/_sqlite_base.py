@@ -70,7 +70,50 @@ class SQLiteBase(SQLBase):
                 raise LedgerUnavailable(
                     f"cannot create the ledger's directory {self.path.parent}: {exc}"
                 ) from exc
+        else:
+            self._refuse_foreign(create=create)
         self._migrate()
+
+    def _refuse_foreign(self, *, create: bool) -> None:
+        """Never adopt a file that is not a dpllm ledger (e.g. the feedback database).
+
+        Opening migrates, and connecting switches the file to WAL mode: both would
+        change someone else's database. So an existing file is read first,
+        read-only: an SQLite database with tables but no ``dpllm_migrations`` is
+        refused, and so (when ``create`` is false) is an empty file. A file that is
+        not SQLite at all is left to the connection, which says so.
+        """
+        try:
+            empty = self.path.is_file() and self.path.stat().st_size == 0
+        except OSError:
+            return  # the connection reports what is wrong with the path
+        if empty and not create:
+            raise LedgerUnavailable(
+                f"no ledger at {self.path}: the file is empty; nothing has been charged yet, "
+                "or pass --ledger PATH"
+            )
+        if empty or not self.path.is_file():
+            return
+        try:
+            probe = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error:
+            return
+        try:
+            tables = {
+                str(r[0])
+                for r in probe.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+        except sqlite3.Error:
+            return
+        finally:
+            probe.close()
+        if tables and "dpllm_migrations" not in tables:
+            shown = ", ".join(sorted(tables)[:5])
+            raise LedgerUnavailable(
+                f"{self.path} is an SQLite database but not a dpllm ledger (it holds {shown}); "
+                "nothing was written to it. Point the ledger ([ledger] url, --ledger) at a "
+                "file of its own"
+            )
 
     def __repr__(self) -> str:
         return f"SQLiteLedger({str(self.path)!r})"

@@ -78,7 +78,7 @@ from fractions import Fraction
 from typing import Protocol, runtime_checkable
 
 from dpllm.errors import ChargeInProgress, ConfigError, InvalidPrivacyParameter, UnknownPool
-from dpllm.release import Cost, Measure, Release
+from dpllm.release import MAX_AMOUNT, MICRO, Cost, Measure, Release
 from dpllm.windows import Window
 
 __all__ = [
@@ -197,6 +197,13 @@ class PoolSpec:
         if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", self.name or ""):
             raise ConfigError(f"pool name {self.name!r} must be a plain name", field="pools")
         object.__setattr__(self, "measure", Measure(self.measure))
+        for cap in (self.window_cap, self.lifetime_cap):
+            if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int)):
+                raise ConfigError(
+                    f"pool {self.name!r}: caps are integer micro-units, got {cap!r}; "
+                    "use dpllm.release.to_micro(amount)",
+                    field="pools",
+                )
         if self.window_cap < 0 or (self.lifetime_cap is not None and self.lifetime_cap < 0):
             raise ConfigError(f"pool {self.name!r}: caps must be ≥ 0", field="pools")
         for cap in (self.delta_window_cap, self.delta_lifetime_cap):
@@ -205,6 +212,11 @@ class PoolSpec:
                     f"pool {self.name!r}: δ caps must be ints ≥ 0 (units of 10⁻¹⁵), got {cap!r}",
                     field="pools",
                 )
+        if max(self.window_cap, self.lifetime_cap or 0) > MAX_AMOUNT * MICRO:
+            raise ConfigError(
+                f"pool {self.name!r}: a cap is too large (at most {MAX_AMOUNT:.0e} ε or ρ)",
+                field="pools",
+            )
         if self.on_exceed not in ("refuse", "queue"):
             raise ConfigError(
                 f"pool {self.name!r}: on_exceed must be 'refuse' or 'queue'", field="pools"

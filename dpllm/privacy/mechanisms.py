@@ -99,6 +99,8 @@ def _laplace_scale(sensitivity: float, epsilon: float) -> float:
     if sensitivity == 0:
         return 0.0
     b = sensitivity / epsilon
+    if not math.isfinite(b):
+        return b  # a subnormal ε: the scale overflows, and _scale says so
     target = _exact(epsilon)
     while Fraction(sensitivity) / Fraction(b) > target:
         b = math.nextafter(b, math.inf)

@@ -150,8 +150,13 @@ def parse_chat_request(raw: bytes, limits: ServerLimits = _DEFAULT_LIMITS) -> di
     """
     try:
         body = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
-    except (ValueError, RecursionError):
-        raise _invalid((), "not a JSON document (NaN and infinities are not JSON)") from None
+    except RecursionError:
+        raise _invalid((), "not a JSON document (nested too deeply)") from None
+    except ValueError as exc:
+        # Say which: an empty body, a syntax error, NaN/Infinity or a huge number.
+        why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        why = "the body is empty" if not raw.strip() else why
+        raise _invalid((), f"not a JSON document ({why})") from None
     if not isinstance(body, dict):
         raise _invalid((), "must be a JSON object")
     check_json(body, raw, limits)

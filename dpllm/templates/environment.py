@@ -38,6 +38,7 @@ from jinja2 import FileSystemLoader, StrictUndefined, pass_context
 from jinja2.exceptions import SecurityError
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import generate_lorem_ipsum
 
 from dpllm.errors import (
     RawReleaseError,
@@ -49,6 +50,13 @@ from dpllm.errors import (
 from dpllm.release import Release
 from dpllm.templates.declaration import Declaration
 from dpllm.templates.filters import FILTERS, LANGS, Phrase
+from dpllm.templates.limits import (
+    MAX_OUTPUT_CHARS,
+    check_call,
+    check_str_format,
+    guard_filters,
+    guarded_lipsum,
+)
 from dpllm.templates.lint import RELEASE_ATTRIBUTES, RELEASE_VALUED_ATTRIBUTES, LintIssue, lint
 
 __all__ = [
@@ -152,6 +160,26 @@ class _Sandbox(ImmutableSandboxedEnvironment):
         if isinstance(obj, Release):
             return attr in RELEASE_ATTRIBUTES or attr in RELEASE_VALUED_ATTRIBUTES
         return super().is_safe_attribute(obj, attr, value)
+
+    def call(self, context: Context, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
+        check_call(obj, args, kwargs)  # "x".ljust(10**10) and the like
+        return super().call(context, obj, *args, **kwargs)
+
+    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+        wrapped = super().wrap_str_format(value)
+        if wrapped is None:
+            return None
+        fmt, is_map = value.__self__, value.__name__ == "format_map"
+
+        def checked(*args: Any, **kwargs: Any) -> str:
+            if is_map:
+                mapping = args[0] if args and isinstance(args[0], Mapping) else {}
+                check_str_format(fmt, (), dict(mapping))
+            else:
+                check_str_format(fmt, args, kwargs)
+            return wrapped(*args, **kwargs)
+
+        return checked
 
     def call_binop(self, context: Context, operator_: str, left: Any, right: Any) -> Any:
         if operator_ == "*":
@@ -258,6 +286,8 @@ class PromptEnvironment:
             keep_trailing_newline=False,
         )
         self._env.filters.update({n: _bind(n, fn) for n, fn in FILTERS.items()})
+        guard_filters(self._env.filters)
+        self._env.globals["lipsum"] = guarded_lipsum(generate_lorem_ipsum)
 
         def capped_range(*args: int) -> range:
             rng = range(*args)
@@ -492,13 +522,27 @@ class PromptEnvironment:
         state = _RenderState(lang)
         ctx[_STATE_KEY] = state
         try:
-            text = template.render(ctx)
+            text = _capped_text(template, ctx)
         except Exception as exc:  # noqa: BLE001 - every failure is translated below
             raise _translate(exc, name, filename) from exc
         text = text.strip() + "\n"
         if seeded:
             text = f"{SEEDED_MARK}\n{text}"
         return RenderedText(text, figures=state.figures, template=name, seeded=seeded)
+
+
+def _capped_text(template: jinja2.Template, ctx: Mapping[str, object]) -> str:
+    """``template.render(ctx)``, refused once the text passes :data:`MAX_OUTPUT_CHARS`."""
+    parts: list[str] = []
+    size = 0
+    for chunk in template.generate(ctx):
+        size += len(chunk)
+        if size > MAX_OUTPUT_CHARS:
+            raise SecurityError(
+                f"the rendered text passes {MAX_OUTPUT_CHARS} characters; a prompt is far shorter"
+            )
+        parts.append(chunk)
+    return "".join(parts)
 
 
 def _translate(exc: Exception, name: str, filename: str | None) -> Exception:

@@ -12,6 +12,7 @@ import json
 import socket
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -253,7 +254,15 @@ def test_no_permission_message_even_as_root(
             raise PermissionError(13, "Permission denied", str(self))
         return real(self)
 
+    real_open = Path.open
+
+    def open_(self: Path, *args: Any, **kwargs: Any) -> Any:
+        if self == target:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_open(self, *args, **kwargs)
+
     monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(Path, "open", open_)  # text inputs are read in chunks
     code, out = _run(["guard", "check", "-r", str(files["rels"]), str(target)])
     _clean(code, out, 2, "no permission to read", str(target))
     code, out = _run(["redact", str(target)])
