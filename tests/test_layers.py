@@ -25,6 +25,7 @@ RANKS: dict[str, int] = {
     "rounding": 1,
     "_jieba": 1,
     "_extras": 1,  # optional dependencies: imports only errors
+    "_toml": 1,  # typed TOML reading for config: imports only errors
     # the cores, each on its own
     "privacy": 2,
     "ldp": 2,
