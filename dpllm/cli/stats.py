@@ -258,10 +258,10 @@ def stats(
                 )
                 return
             if dry_run:
-                from dpllm.cli.weekly import _print_dry_run, dry_run_of
+                from dpllm.cli._dryrun import dry_run_of, print_dry_run
 
                 result, users = dry_run_of(job, window)
-                _print_dry_run(result, settings, users, as_json=as_json)
+                print_dry_run(result, settings, users, as_json=as_json)
                 if not result.fits:
                     raise typer.Exit(ExitCode.BUDGET)
                 return

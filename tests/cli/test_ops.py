@@ -430,7 +430,7 @@ def test_a_demo_dry_run_prices_the_trend_weeks_too(
 ) -> None:
     """``weekly --demo`` also releases the trend figures of the 7 weeks before: the dry run
     shows what they would charge, and leaves out weeks already stored."""
-    from dpllm.cli.weekly import TREND_QUERIES, _trend_to_pay
+    from dpllm.cli._dryrun import TREND_QUERIES, trend_to_pay
     from dpllm.weekly.job import WeeklyJob
     from dpllm.windows import Window
     from tests.weekly.helpers import settings_for
@@ -439,10 +439,10 @@ def test_a_demo_dry_run_prices_the_trend_weeks_too(
     week = Window.parse(WEEK)
     with WeeklyJob(settings) as job:
         per_week = sum(job.plan[n].cost.micro for n in TREND_QUERIES)
-        before = _trend_to_pay(job, week)
+        before = trend_to_pay(job, week)
         assert list(before) == [w.key for w in week.previous(8)[:-1]]
         assert {c.micro for c in before.values()} == {per_week}
         stored = ["2026-W41", "2026-W45"]
         job.release_weeks(stored, {n: job.plan[n] for n in TREND_QUERIES})
-        after = _trend_to_pay(job, week)
+        after = trend_to_pay(job, week)
     assert set(after) == set(before) - set(stored)
