@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from dpllm.errors import InvalidText, RedactionError
+from dpllm.redact.names_en import is_eponym as names_eponym
 from dpllm.redact.nlp import EN_MODEL_PACKAGE, DualNlpEngine, FastContextEnhancer
 from dpllm.redact.operators import (
     HmacOperator,
@@ -31,7 +32,7 @@ from dpllm.redact.operators import (
     PlaceholderOperator,
 )
 from dpllm.redact.phone import FastPhoneRecognizer
-from dpllm.redact.recognizers_en import EnStreetAddressRecognizer
+from dpllm.redact.recognizers_en import EnGivenNameRecognizer, EnStreetAddressRecognizer
 from dpllm.redact.recognizers_zh import (
     AsciiEmailRecognizer,
     CnBankCardRecognizer,
@@ -243,10 +244,14 @@ class Redactor:
 
     def _analyze_piece(self, norm: str, lang: str) -> list[Span]:
         """One Presidio pass in ``lang``, plus the other script's names (mixed text)."""
-        spans = [sp for sp in self._presidio(norm, lang, None) if _phone_in_context(norm, sp)]
+        spans = [
+            sp
+            for sp in self._presidio(norm, lang, None)
+            if _phone_in_context(norm, sp) and not _eponym(norm, sp)
+        ]
         if lang == "zh" and _LATIN_NAME.search(norm):
             # English NER on the Latin runs of Chinese text ("老师 John Smith 讲得很好").
-            spans += self._latin_runs(norm)
+            spans += [sp for sp in self._latin_runs(norm) if not _eponym(norm, sp)]
         elif lang == "en" and _HAN_RUN.search(norm):
             # Chinese name finding on the Han runs of English text ("Thanks to 张伟").
             blanked = _NOT_HAN.sub(" ", norm)
@@ -389,6 +394,8 @@ _PHONE_CONTEXT = re.compile(
     re.IGNORECASE,
 )
 _CONTEXT_CHARS = 24
+# Letters glued to the digits, directly or by a hyphen/underscore: a code's prefix.
+_CODE_BEFORE = re.compile(r"[A-Za-z][A-Za-z0-9]*[\-_]?$")
 
 
 def _phone_in_context(text: str, sp: Span) -> bool:
@@ -401,12 +408,23 @@ def _phone_in_context(text: str, sp: Span) -> bool:
     before it (or 8 after). A mainland mobile number (``1[3-9]`` + 9 digits) keeps its
     verdict: that shape is specific enough. Other entities always stand.
     """
-    if sp.entity != "PHONE_NUMBER" or not _BARE.fullmatch(text, sp.start, sp.end):
+    if sp.entity != "PHONE_NUMBER":
+        return True
+    if (
+        _CODE_BEFORE.search(text, max(0, sp.start - 12), sp.start)
+        and "+" not in text[sp.start : sp.end]
+    ):
+        return False  # the digits of a code (INV-2026-004512, SF1234…), not a phone number
+    if not _BARE.fullmatch(text, sp.start, sp.end):
         return True
     if _CN_MOBILE.fullmatch(text, sp.start, sp.end):
         return True
     window = text[max(0, sp.start - _CONTEXT_CHARS) : sp.start] + " " + text[sp.end : sp.end + 8]
     return _PHONE_CONTEXT.search(window) is not None
+
+
+def _eponym(text: str, sp: Span) -> bool:
+    return sp.entity in ("PERSON", "LOCATION") and names_eponym(text, sp.start, sp.end)
 
 
 def _within_runs(text: str, spans: list[Span], other: re.Pattern[str]) -> list[Span]:
@@ -560,6 +578,7 @@ def _build_presidio(en_model: str, regions: tuple[str, ...], ner_prefilter: bool
             registry.add_recognizer(cls(language=lang))
         registry.add_recognizer(AsciiEmailRecognizer(has_suffix=has_suffix, language=lang))
         registry.add_recognizer(EnStreetAddressRecognizer(language=lang))
+        registry.add_recognizer(EnGivenNameRecognizer(language=lang))
     analyzer = AnalyzerEngine(
         registry=registry,
         nlp_engine=nlp,

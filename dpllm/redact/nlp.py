@@ -59,6 +59,9 @@ ZH_SURNAMES = frozenset(
     "屈饶解牟艾尤阳时穆农司卓古吉缪简车项连芦麦褚娄窦戚岑景党宫费卜冷晏席卫米柏宗瞿桂全佟应臧"
     "闵苟邬边卞姬师和仇栾隋商刁沙荣巫寇桑郎甄丛仲虞敖巩明佘池查麻苑迟邝"
 )
+# Top-100 surnames the list above lacked (the shipped corpus draws from the list above,
+# so they are added here, for the name finder only).
+_ZH_FINDER_SURNAMES = ZH_SURNAMES | frozenset("傅萧阎赖")
 ZH_COMPOUND_SURNAMES = frozenset(["欧阳", "司马", "上官", "诸葛", "东方", "皇甫", "慕容", "令狐"])
 # Words that begin with a surname character but are almost never names in feedback text.
 _ZH_NAME_STOP = frozenset(
@@ -366,7 +369,7 @@ class DualNlpEngine(NlpEngine):
             starts.append(start)
         entities, scores = self._zh_places(words, starts)
         for start, end, score in find_names(
-            text, starts, words, ZH_SURNAMES, self._tags, self._freq
+            text, starts, words, _ZH_FINDER_SURNAMES, self._tags, self._freq
         ):
             entities.append(NerSpan("PERSON", start, end))
             scores.append(score)
@@ -377,7 +380,9 @@ class DualNlpEngine(NlpEngine):
         entities: list[NerSpan] = []
         scores: list[float] = []
         for word, start in zip(words, starts, strict=True):
-            if len(word) >= 2 and _is_cjk(word) and self._tags.get(word) == "ns":
+            # three characters at least: a two-character ``ns`` word is a city, river or
+            # region (郑州, 黄河, 江山), too coarse to identify anyone, and often a word
+            if len(word) >= 3 and _is_cjk(word) and self._tags.get(word) == "ns":
                 if word[-1] in _ZH_PLACE_SUFFIX:
                     entities.append(NerSpan("LOCATION", start, start + len(word)))
                     scores.append(0.5)
