@@ -160,7 +160,9 @@ def find_names(
             found = _candidate(text, i, "", surnames, tags, freq, given_needed=2)
         else:
             found = None
-        if i == t_start or not in_dictionary:
+        if (i == t_start or not in_dictionary) and (
+            text[i] in surnames or text[i : i + 2] in COMPOUND_SURNAMES
+        ):
             cued = _cued(text, i, token if i == t_start else "", surnames, tags, freq)
             if cued is not None and (found is None or cued[0] > found[0]):
                 found = cued
@@ -188,7 +190,7 @@ def _strong(name: str, freq: Mapping[str, int]) -> bool:
 
 
 def _left_cue(text: str, i: int) -> bool:
-    before = text[:i].rstrip(" :：")
+    before = text[max(0, i - 10) : i].rstrip(" :：")  # cues are short: a bounded look-back
     return any(before.endswith(cue.rstrip(":：")) for cue in LEFT_CUES)
 
 
