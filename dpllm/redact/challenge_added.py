@@ -133,6 +133,11 @@ _EN_NAME_ROUND3 = [
     "Reviewed by {n} on Tuesday.",
     "{n} (TA) will hold the review session.",
 ]
+# Rarer first names, not in the given-name list of dpllm.redact.names_en (NER alone).
+_EN_RARE = (
+    "Thaddeus Okoro|Ottilie Brandt|Cosima Reyes|Evander Pike|Philippa Crane|Ximena Duarte|"
+    "Lorcan Byrne|Saoirse Quill|Ambrose Tull|Wilhelmina Frost"
+).split("|")
 _ZH_DECOY_PERSONLIKE = [
     "感谢{w}这门课让我学到很多",
     "建议{w}多安排一些练习",
@@ -177,6 +182,8 @@ def add_cases(w: Any, r: random.Random) -> None:
         w.add("zh_name", "zh", t, {"n": zh_name()}, True)
     for t in _EN_NAME_ROUND3 * 5:
         w.add("en_name", "en", t, {"n": en_name()}, True)
+    for k, name in enumerate(_EN_RARE * 4):
+        w.add("en_name", "en", _EN_NAME_ROUND3[k % 4], {"n": name}, True)
     for word in _ZH_DECOYS_ROUND3:
         for t in _ZH_DECOY_PERSONLIKE:
             w.add("decoy", "zh", t, {"w": word}, False)

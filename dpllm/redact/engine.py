@@ -23,6 +23,7 @@ from typing import Any
 
 from dpllm.errors import InvalidText, RedactionError
 from dpllm.redact.names_en import is_eponym as names_eponym
+from dpllm.redact.names_en import name_extent
 from dpllm.redact.nlp import EN_MODEL_PACKAGE, DualNlpEngine, FastContextEnhancer
 from dpllm.redact.operators import (
     HmacOperator,
@@ -247,13 +248,13 @@ class Redactor:
     def _analyze_piece(self, norm: str, lang: str) -> list[Span]:
         """One Presidio pass in ``lang``, plus the other script's names (mixed text)."""
         spans = [
-            sp
+            _grown(norm, sp) if lang == "en" else sp
             for sp in self._presidio(norm, lang, None)
             if _phone_in_context(norm, sp) and not _eponym(norm, sp)
         ]
         if lang == "zh" and _LATIN_NAME.search(norm):
             # English NER on the Latin runs of Chinese text ("老师 John Smith 讲得很好").
-            spans += [sp for sp in self._latin_runs(norm) if not _eponym(norm, sp)]
+            spans += [_grown(norm, sp) for sp in self._latin_runs(norm) if not _eponym(norm, sp)]
         elif lang == "en" and _HAN_RUN.search(norm):
             # Chinese name finding on the Han runs of English text ("Thanks to 张伟").
             blanked = _NOT_HAN.sub(" ", norm)
@@ -472,6 +473,14 @@ def _framed_runs(norm: str) -> tuple[str, list[tuple[int, int, int]]]:
         framed.append(piece)
         at += len(piece)
     return "".join(framed), where
+
+
+def _grown(text: str, sp: Span) -> Span:
+    """A PERSON span with the half of the name NER left out (see ``name_extent``)."""
+    if sp.entity != "PERSON":
+        return sp
+    start, end = name_extent(text, sp.start, sp.end)
+    return sp if (start, end) == (sp.start, sp.end) else Span(sp.entity, start, end, sp.score)
 
 
 def _eponym(text: str, sp: Span) -> bool:

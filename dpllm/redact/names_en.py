@@ -14,7 +14,14 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["AMBIGUOUS_GIVEN", "EPONYM_HEADS", "GIVEN_NAMES", "NOT_SURNAMES", "is_eponym"]
+__all__ = [
+    "AMBIGUOUS_GIVEN",
+    "EPONYM_HEADS",
+    "GIVEN_NAMES",
+    "NOT_SURNAMES",
+    "is_eponym",
+    "name_extent",
+]
 
 GIVEN_NAMES = frozenset(
     # English-speaking countries
@@ -96,3 +103,35 @@ def is_eponym(text: str, start: int, end: int) -> bool:
         return True
     nxt = _NEXT_WORD.match(text, end)
     return nxt is not None and nxt.group(1).lower() in EPONYM_HEADS
+
+
+_WORD_BEFORE = re.compile(r"(?<![A-Za-z'’\-])([A-Z][a-z]+) $")
+_WORD_AFTER = re.compile(r" ([A-Z][a-z]+(?:-[A-Z][a-z]+)?)(?![A-Za-z])")
+
+
+def _name_word(word: str) -> bool:
+    from dpllm.redact.prefilter import COMMON_FIRST_WORDS, is_candidate
+
+    return (
+        word not in NOT_SURNAMES
+        and word.lower() not in COMMON_FIRST_WORDS
+        and word.lower() not in EPONYM_HEADS
+        and is_candidate(word, first=False)
+    )
+
+
+def name_extent(text: str, start: int, end: int) -> tuple[int, int]:
+    """A PERSON span grown over the capitalised name word right beside it, each side.
+
+    spaCy's small model often tags half of a name it does not know (``Evander
+    <PERSON>``, ``Lorcan <PERSON>``): leaving the other half in clear leaks it. A
+    capitalised word one space away that is not a function word, a weekday, a month,
+    an acronym or a term's head noun is taken into the span (one word each side).
+    """
+    before = _WORD_BEFORE.search(text, max(0, start - 40), start)
+    if before is not None and _name_word(before.group(1)):
+        start = before.start(1)
+    after = _WORD_AFTER.match(text, end)
+    if after is not None and _name_word(after.group(1)):
+        end = after.end(1)
+    return start, end

@@ -89,12 +89,12 @@ def test_challenge_corpus_is_big_enough_and_labelled() -> None:
             assert 0 <= mark["start"] < mark["end"] <= len(r["text"])
 
 
-#: Floors a little under the figures measured when this was written (notes/issue-20.md), so
+#: Floors a little under the figures measured when this was written (notes/issue-20*.md), so
 #: a regression fails; not the issue's goals where those were not reached (en_name).
 FLOORS = {
     "structured": 0.995,
     "zh_name": 0.95,
-    "en_name": 0.97,
+    "en_name": 0.96,
     "en_address": 0.95,
     "ip_zh": 1.0,
     "decoy": 0.99,
