@@ -85,6 +85,22 @@ TOPIC_AFTER = (
     "的例子", "例子", "的例题", "例题", "习题", "的作业", "的题", "的知识", "知识点", "的概念",
     "概念", "公式", "定理", "章节", "课件", "的推导", "的证明", "的原理", "原理",
 )  # fmt: skip
+_LEFT_SET = frozenset(cue.rstrip(":：") for cue in LEFT_CUES)
+_RIGHT_SET = frozenset(RIGHT_CUES)
+_TOPIC_BEFORE_SET = frozenset(TOPIC_BEFORE)
+_TOPIC_AFTER_SET = frozenset(TOPIC_AFTER)
+
+
+def _ends_with_any(text: str, end: int, cues: frozenset[str]) -> bool:
+    """Whether ``text[:end]`` ends with one of ``cues`` (set lookups, cues ≤ 5 chars)."""
+    return any(text[max(0, end - k) : end] in cues for k in range(1, 6) if k <= end)
+
+
+def _starts_with_any(text: str, start: int, cues: frozenset[str]) -> bool:
+    """Whether ``text[start:]`` starts with one of ``cues`` (set lookups, cues ≤ 5 chars)."""
+    return any(text[start : start + k] in cues for k in range(1, 6) if start + k <= len(text))
+
+
 # Characters that end a one-character given name: function words and adverbs (阎昕多参加 …).
 _AFTER_GIVEN = frozenset("的了说在是和与到去来也都就还很给让把被对向跟们则又再要会能想提多不没已")
 _COMMON_NR = 1000  # an ``nr`` dictionary word this frequent is mostly a word (叶子, 孔明)
@@ -191,15 +207,15 @@ def _strong(name: str, freq: Mapping[str, int]) -> bool:
 
 def _left_cue(text: str, i: int) -> bool:
     before = text[max(0, i - 10) : i].rstrip(" :：")  # cues are short: a bounded look-back
-    return any(before.endswith(cue.rstrip(":：")) for cue in LEFT_CUES)
+    return _ends_with_any(before, len(before), _LEFT_SET)
 
 
 def _topic(text: str, start: int, end: int) -> bool:
     """Whether a topic cue frames ``text[start:end]`` and no person cue does."""
-    if _left_cue(text, start) or any(text.startswith(cue, end) for cue in RIGHT_CUES):
+    if _left_cue(text, start) or _starts_with_any(text, end, _RIGHT_SET):
         return False
-    return any(text.endswith(cue, 0, start) for cue in TOPIC_BEFORE) or any(
-        text.startswith(cue, end) for cue in TOPIC_AFTER
+    return _ends_with_any(text, start, _TOPIC_BEFORE_SET) or _starts_with_any(
+        text, end, _TOPIC_AFTER_SET
     )
 
 
@@ -238,7 +254,7 @@ def _cued(
             continue
         if any(ch in _AFTER_GIVEN for ch in text[g:end]):
             continue
-        right_cue = any(text.startswith(cue, end) for cue in RIGHT_CUES)
+        right_cue = _starts_with_any(text, end, _RIGHT_SET)
         right_edge = end == n or not _is_han(text[end]) or text[end] in _AFTER_GIVEN
         unit = token == text[i:end] and not (freq.get(token) or 0) > 0
         left = left_cue or left_edge or unit
