@@ -172,7 +172,11 @@ def find_names(
                         found = None
         elif not in_dictionary:
             found = _candidate(text, i, "", surnames, tags, freq, given_needed=1)
-        elif len(token) == 2 and i == t_start + 1:
+        elif (
+            len(token) == 2 and i == t_start + 1 and tags.get(token, "")[:1] not in ("p", "c", "u")
+        ):
+            # 上课时 | 常娟 starts inside 时常; never inside a preposition or conjunction
+            # (关于 | 岳阳楼 is no 于岳阳)
             found = _candidate(text, i, "", surnames, tags, freq, given_needed=2)
         else:
             found = None
