@@ -155,7 +155,8 @@ def test_a_name_framed_by_person_cues_is_found(redactor: Redactor, text: str, na
         "这周主要复习唐诗",
         "黎明部分的作业太多了！",
         "关于孟春，课件第三页有错别字。",
-        "和安全教育相关的题都不会", "关于岳阳楼，课件第三页有错别字。",
+        "和安全教育相关的题都不会",
+        "关于岳阳楼，课件第三页有错别字。",
     ],
 )
 def test_words_in_a_topic_frame_stay(redactor: Redactor, text: str) -> None:
