@@ -57,7 +57,7 @@ def normalize_width(text: str) -> str:
     Returns:
         A string of the same length where ``１３８`` became ``138`` and ``＠`` became ``@``.
     """
-    if _WIDE.search(text) is None:
+    if _WIDE.search(text) is None and type(text) is str:
         return text  # nothing to map: no copy (a 10 MB text stays one string)
     return text.translate(_WIDTH)
 
