@@ -76,9 +76,51 @@ def stock_presidio() -> Callable[[str], object]:
     return lambda text: engine.analyze(text=text, language="en")
 
 
+def _each(fn: Callable[[str], object], items: list[str]) -> None:
+    for item in items:
+        fn(item)
+
+
+def protection_rows(ours: object, reps: int) -> None:
+    """A protected answer of 2,000 characters: unit by unit as the wrapper and proxy do.
+
+    Columns (CPU p50, calls interleaved): ``one call`` — ``Redactor.redact`` of the whole
+    text (no units: what a stream could not equal); ``units, one by one`` — the units of
+    the previous default (160/480) redacted one call each, as before issue #20's second
+    round; ``Protection`` — ``CallState.finish`` with the current defaults (units redacted
+    with one NER pass for all, :meth:`Redactor.redact_units`).
+    """
+    from dpllm.chat.protection import Protection
+    from dpllm.redact.units import split_units
+
+    print(f"{'protected answer':<18}{'one call':>10}{'units, one by one':>19}{'Protection':>12}")
+    for lang in ("en", "zh"):
+        text = texts(lang, 2_000)
+        state = Protection(redactor=ours, policy="redact").begin(  # type: ignore[arg-type]
+            [{"role": "user", "content": "hi"}]
+        )
+        old_units = split_units(text, min_unit=160, max_unit=480)
+        redact = ours.redact  # type: ignore[attr-defined]
+        (_, _, whole), (_, _, one_by_one), (_, _, protected) = timed_interleaved(
+            [
+                partial(redact, text),
+                partial(_each, redact, old_units),
+                partial(state.finish, text),
+            ],
+            reps,
+        )
+        print(
+            f"{lang} {len(text):>6} ch{whole:>9.1f}ms{one_by_one:>13.1f}ms "
+            f"({len(old_units)}){protected:>8.1f}ms ({len(state.units(text))})"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument(
+        "--protection", action="store_true", help="only the protected-answer (units) rows"
+    )
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     import jieba
@@ -87,6 +129,11 @@ def main() -> None:
     from dpllm.redact import Redactor
 
     ours = Redactor()
+    if args.protection:
+        print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        protection_rows(ours, args.reps)
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return
     unfiltered = Redactor(ner_prefilter=False)
     stock = stock_presidio()
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -125,6 +172,7 @@ def main() -> None:
             f"batch {lang} (100 × ~220 ch): dpllm {ours_tps:.0f} texts/s, "
             f"stock {stock_tps:.0f} texts/s, ratio {ours_tps / stock_tps:.2f}x"
         )
+    protection_rows(ours, args.reps)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

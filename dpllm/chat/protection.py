@@ -260,9 +260,11 @@ class CallState:
         # A model's answer is not the caller's input: a lone surrogate in it is the
         # upstream's fault, so it is replaced (U+FFFD), never an error for the caller.
         raw = _SURROGATE.sub("\ufffd", raw)
-        return "".join(
-            redact(u, language=self.p.language, allow=allow).text for u in self.units(raw)
-        )
+        units = self.units(raw)
+        many = getattr(self.p.redactor, "redact_units", None)
+        if many is not None:  # one NER pass for all units; each unit's result as its own
+            return "".join(r.text for r in many(units, language=self.p.language, allow=allow))
+        return "".join(redact(u, language=self.p.language, allow=allow).text for u in units)
 
     def finish(self, raw: str) -> str:
         """Raw model text → what the caller may read: resolve → redact → guard → restore.
@@ -458,8 +460,14 @@ class _FlowRedactor:
         redactor = self.state.p.redactor
         pieces = []
         counts: dict[str, int] = {}
-        for unit in self.state.units(text):
-            result = redactor.redact(unit, language=language, allow=allow)
+        units = self.state.units(text)
+        many = getattr(redactor, "redact_units", None)
+        results = (
+            many(units, language=language, allow=allow)
+            if many is not None
+            else [redactor.redact(unit, language=language, allow=allow) for unit in units]
+        )
+        for result in results:
             pieces.append(result.text)
             for entity, k in result.counts.items():
                 counts[entity] = counts.get(entity, 0) + k

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from dpllm.redact.challenge_added import add_cases
 from dpllm.redact.corpus import _DOMAINS, _ID_WEIGHTS, _PROVINCES, _luhn_complete
 
 __all__ = ["CATEGORIES", "DECOY_WORDS", "generate", "score", "write_jsonl"]
@@ -144,6 +145,7 @@ class _Writer:
     def __init__(self, seed: int) -> None:
         self.r = random.Random(seed)
         self.records: list[dict[str, Any]] = []
+        self.set = "base"
 
     def add(
         self, category: str, lang: str, template: str, values: dict[str, str], gold: bool
@@ -166,6 +168,7 @@ class _Writer:
             "text": text,
             "spans": marks if gold else [],
             "decoys": [] if gold else marks,
+            "set": self.set,
         }
         self.records.append(rec)
 
@@ -204,8 +207,12 @@ class _Writer:
         return ".".join(str(r.randint(1, 254)) for _ in range(4))
 
 
-def generate(seed: int = SEED) -> list[dict[str, Any]]:
-    """The challenge corpus as records (see the module docstring)."""
+def generate(seed: int = SEED, *, added: bool = True) -> list[dict[str, Any]]:
+    """The challenge corpus as records (see the module docstring).
+
+    ``added``: also the cases of :mod:`dpllm.redact.challenge_added` (``set: "added"``),
+    written in the second round of issue #20 before the fixes they check.
+    """
     w = _Writer(seed)
     r = w.r
     for i in range(600):
@@ -255,6 +262,9 @@ def generate(seed: int = SEED) -> list[dict[str, Any]]:
         key = "o" if kind == "order" else "b" if kind == "bad_id" else "x"
         w.add("decoy", "zh" if "{x}次" in template or "份" in template or "号" in template
               or "编号" in template else "en", template, {key: value}, False)  # fmt: skip
+    if added:
+        w.set = "added"
+        add_cases(w, random.Random(seed + 1))
     return w.records
 
 

@@ -16,12 +16,14 @@ import bisect
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from dpllm.errors import InvalidText, RedactionError
+from dpllm.redact.names_en import is_eponym as names_eponym
+from dpllm.redact.names_en import name_extent
 from dpllm.redact.nlp import EN_MODEL_PACKAGE, DualNlpEngine, FastContextEnhancer
 from dpllm.redact.operators import (
     HmacOperator,
@@ -31,7 +33,7 @@ from dpllm.redact.operators import (
     PlaceholderOperator,
 )
 from dpllm.redact.phone import FastPhoneRecognizer
-from dpllm.redact.recognizers_en import EnStreetAddressRecognizer
+from dpllm.redact.recognizers_en import EnGivenNameRecognizer, EnStreetAddressRecognizer
 from dpllm.redact.recognizers_zh import (
     AsciiEmailRecognizer,
     CnBankCardRecognizer,
@@ -44,7 +46,7 @@ from dpllm.redact.recognizers_zh import (
     GluedIpRecognizer,
     normalize_width,
 )
-from dpllm.redact.units import split_units
+from dpllm.redact.units import iter_units
 from dpllm.redact.url import FastUrlRecognizer
 from dpllm.redact.vault import Vault
 
@@ -74,8 +76,8 @@ ENTITY_PRIORITY: tuple[str, ...] = (
     "LOCATION",
 )
 _LANGUAGES = ("auto", "en", "zh")
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
-_LATIN = re.compile(r"[A-Za-z]")
+_CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
+_LATIN_RUN_ONLY = re.compile(r"[A-Za-z]+")
 #: Texts longer than this are analysed in units of at most this many characters.
 CHUNK_CHARS = 20_000
 # Cross-script passes: a capitalised Latin word inside Chinese text, two Han characters
@@ -108,8 +110,9 @@ def detect_language(text: str) -> str:
     Returns:
         ``"zh"`` when at least a fifth of the letters are CJK ideographs, else ``"en"``.
     """
-    cjk = len(_CJK.findall(text))
-    latin = len(_LATIN.findall(text))
+    # summed over runs: no list of one string per character (a 10 MB text)
+    cjk = sum(m.end() - m.start() for m in _CJK_RUN.finditer(text))
+    latin = sum(m.end() - m.start() for m in _LATIN_RUN_ONLY.finditer(text))
     return "zh" if cjk and cjk * 4 >= latin else "en"
 
 
@@ -228,25 +231,30 @@ class Redactor:
         if not norm.strip():
             return (), lang
         if len(norm) <= CHUNK_CHARS:
-            spans = self._analyze_piece(norm, lang)
-        else:
-            # Bounded memory: spaCy and jieba see one unit at a time; units end at
-            # sentence ends or safe white space (never inside a span or a name).
-            spans, at = [], 0
-            for unit in split_units(norm, min_unit=CHUNK_CHARS // 2, max_unit=CHUNK_CHARS):
-                unit_lang = detect_language(unit) if language == "auto" else language
-                for sp in self._analyze_piece(unit, unit_lang):
-                    spans.append(Span(sp.entity, sp.start + at, sp.end + at, sp.score))
-                at += len(unit)
-        spans = _drop_allowed(norm, spans, allow)
-        return _resolve(spans), lang
+            return _resolve(_drop_allowed(norm, self._analyze_piece(norm, lang), allow)), lang
+        # Bounded memory: spaCy and jieba see one unit at a time, taken one by one from
+        # the text; units end at sentence ends or safe white space (never inside a span, a
+        # name or a date), so spans, allowed windows and overlaps are settled per unit
+        # and only the final spans are kept.
+        out: list[Span] = []
+        at = 0
+        for unit in iter_units(norm, min_unit=CHUNK_CHARS // 2, max_unit=CHUNK_CHARS):
+            unit_lang = detect_language(unit) if language == "auto" else language
+            for sp in _resolve(_drop_allowed(unit, self._analyze_piece(unit, unit_lang), allow)):
+                out.append(Span(sp.entity, sp.start + at, sp.end + at, sp.score))
+            at += len(unit)
+        return tuple(out), lang
 
     def _analyze_piece(self, norm: str, lang: str) -> list[Span]:
         """One Presidio pass in ``lang``, plus the other script's names (mixed text)."""
-        spans = [sp for sp in self._presidio(norm, lang, None) if _phone_in_context(norm, sp)]
+        spans = [
+            _grown(norm, sp) if lang == "en" else sp
+            for sp in self._presidio(norm, lang, None)
+            if _phone_in_context(norm, sp) and not _eponym(norm, sp)
+        ]
         if lang == "zh" and _LATIN_NAME.search(norm):
             # English NER on the Latin runs of Chinese text ("老师 John Smith 讲得很好").
-            spans += self._latin_runs(norm)
+            spans += [_grown(norm, sp) for sp in self._latin_runs(norm) if not _eponym(norm, sp)]
         elif lang == "en" and _HAN_RUN.search(norm):
             # Chinese name finding on the Han runs of English text ("Thanks to 张伟").
             blanked = _NOT_HAN.sub(" ", norm)
@@ -261,20 +269,11 @@ class Redactor:
         today.`` it is read as in English text. All runs go in one call; spans are
         mapped back to the run's offsets and anything found in the frame is dropped.
         """
-        framed: list[str] = []
-        where: list[tuple[int, int, int]] = []  # (framed start, original start, length)
-        at = 0
-        for m in _LATIN_RUN.finditer(norm):
-            if not _LATIN_NAME.search(m.group()):
-                continue
-            piece = f"{_FRAME[0]}{m.group()}{_FRAME[1]}"
-            where.append((at + len(_FRAME[0]), m.start(), len(m.group())))
-            framed.append(piece)
-            at += len(piece)
+        framed, where = _framed_runs(norm)
         if not framed:
             return []
         out = []
-        for sp in self._presidio("".join(framed), "en", ["PERSON"]):
+        for sp in self._presidio(framed, "en", ["PERSON"]):
             i = bisect.bisect_right([w[0] for w in where], sp.start) - 1
             if i < 0:
                 continue
@@ -333,6 +332,45 @@ class Redactor:
             language=lang,
         )
 
+    def redact_units(
+        self,
+        units: Sequence[str],
+        *,
+        language: str = "auto",
+        operator: str | Operator = "replace",
+        allow: Collection[str] = (),
+        scope: str | None = None,
+    ) -> list[RedactionResult]:
+        """:meth:`redact` of each unit, in order; each result equals its own call's.
+
+        The English units' NER runs in one model pass first
+        (:meth:`~dpllm.redact.nlp.DualNlpEngine.prefetch`), which spares most of the
+        per-call cost of redacting an answer unit by unit (the wrapper and the proxy do,
+        so that streams equal non-streams).
+
+        Raises:
+            RedactionError: As :meth:`redact`.
+        """
+        if isinstance(units, str):
+            raise RedactionError("units must be a sequence of strings, not one string")
+        english = []
+        for unit in units:
+            if not isinstance(unit, str) or _SURROGATE.search(unit) or len(unit) > CHUNK_CHARS:
+                continue
+            norm = normalize_width(unit)
+            lang = detect_language(norm) if language == "auto" else language
+            if lang == "en" and norm.strip():
+                english.append(norm)
+            elif lang == "zh" and _LATIN_NAME.search(norm):
+                framed, _ = _framed_runs(norm)  # the English pass over its Latin runs
+                if framed:
+                    english.append(framed)
+        with self._analyzer.nlp_engine.prefetch(english, "en"):
+            return [
+                self.redact(u, language=language, operator=operator, allow=allow, scope=scope)
+                for u in units
+            ]
+
     def pseudonymise(
         self,
         text: str,
@@ -389,6 +427,8 @@ _PHONE_CONTEXT = re.compile(
     re.IGNORECASE,
 )
 _CONTEXT_CHARS = 24
+# Letters glued to the digits, directly or by a hyphen/underscore: a code's prefix.
+_CODE_BEFORE = re.compile(r"[A-Za-z][A-Za-z0-9]*[\-_]?$")
 
 
 def _phone_in_context(text: str, sp: Span) -> bool:
@@ -401,12 +441,50 @@ def _phone_in_context(text: str, sp: Span) -> bool:
     before it (or 8 after). A mainland mobile number (``1[3-9]`` + 9 digits) keeps its
     verdict: that shape is specific enough. Other entities always stand.
     """
-    if sp.entity != "PHONE_NUMBER" or not _BARE.fullmatch(text, sp.start, sp.end):
+    if sp.entity != "PHONE_NUMBER":
+        return True
+    if (
+        _CODE_BEFORE.search(text, max(0, sp.start - 12), sp.start)
+        and "+" not in text[sp.start : sp.end]
+    ):
+        return False  # the digits of a code (INV-2026-004512, SF1234…), not a phone number
+    if not _BARE.fullmatch(text, sp.start, sp.end):
         return True
     if _CN_MOBILE.fullmatch(text, sp.start, sp.end):
         return True
     window = text[max(0, sp.start - _CONTEXT_CHARS) : sp.start] + " " + text[sp.end : sp.end + 8]
     return _PHONE_CONTEXT.search(window) is not None
+
+
+def _framed_runs(norm: str) -> tuple[str, list[tuple[int, int, int]]]:
+    """The Latin runs of Chinese text holding a capitalised word, each in the English frame.
+
+    Returns the framed text (empty: no such run) and, per run, ``(framed start,
+    original start, length)``.
+    """
+    framed: list[str] = []
+    where: list[tuple[int, int, int]] = []
+    at = 0
+    for m in _LATIN_RUN.finditer(norm):
+        if not _LATIN_NAME.search(m.group()):
+            continue
+        piece = f"{_FRAME[0]}{m.group()}{_FRAME[1]}"
+        where.append((at + len(_FRAME[0]), m.start(), len(m.group())))
+        framed.append(piece)
+        at += len(piece)
+    return "".join(framed), where
+
+
+def _grown(text: str, sp: Span) -> Span:
+    """A PERSON span with the half of the name NER left out (see ``name_extent``)."""
+    if sp.entity != "PERSON":
+        return sp
+    start, end = name_extent(text, sp.start, sp.end)
+    return sp if (start, end) == (sp.start, sp.end) else Span(sp.entity, start, end, sp.score)
+
+
+def _eponym(text: str, sp: Span) -> bool:
+    return sp.entity in ("PERSON", "LOCATION") and names_eponym(text, sp.start, sp.end)
 
 
 def _within_runs(text: str, spans: list[Span], other: re.Pattern[str]) -> list[Span]:
@@ -560,6 +638,7 @@ def _build_presidio(en_model: str, regions: tuple[str, ...], ner_prefilter: bool
             registry.add_recognizer(cls(language=lang))
         registry.add_recognizer(AsciiEmailRecognizer(has_suffix=has_suffix, language=lang))
         registry.add_recognizer(EnStreetAddressRecognizer(language=lang))
+        registry.add_recognizer(EnGivenNameRecognizer(language=lang))
     analyzer = AnalyzerEngine(
         registry=registry,
         nlp_engine=nlp,

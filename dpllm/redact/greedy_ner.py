@@ -104,11 +104,47 @@ class GreedyNer:
             return []
         if blocked is not None and len(blocked) != n:
             raise RedactionError("blocked needs one flag per token")
-        from spacy.attrs import IS_SPACE, SENT_START
-
         tokvecs = self._tok2vec.predict([doc])
         # Row 0 holds the padding of each feature slot (a missing token), then one row per token.
-        cached = self._lower.predict(tokvecs)
+        return self._decode(doc, blocked, self._lower.predict(tokvecs))
+
+    def many(
+        self, items: Sequence[tuple[Any, Sequence[bool] | None]]
+    ) -> list[list[tuple[str, int, int]]]:
+        """:meth:`__call__` on several ``(doc, blocked)`` pairs, with one model pass for all.
+
+        The embedding CNN pads each document on its own (no window crosses two docs) and
+        every later layer works row by row, so each doc's rows are the numbers a call of
+        its own gives; :func:`dpllm.redact.nlp._checked_greedy_ner` checks this at load.
+        One pass spares the per-call cost of the model's layers (most of NER's time on
+        texts of a few hundred characters).
+        """
+        live = [(doc, blocked) for doc, blocked in items if len(doc)]
+        for doc, blocked in live:
+            if blocked is not None and len(blocked) != len(doc):
+                raise RedactionError("blocked needs one flag per token")
+        if not live:
+            return [[] for _ in items]
+        cached = self._lower.predict(self._tok2vec.predict([doc for doc, _ in live]))
+        out: list[list[tuple[str, int, int]]] = []
+        row = 1
+        for doc, blocked in items:
+            n = len(doc)
+            if not n:
+                out.append([])
+                continue
+            rows = numpy.concatenate([cached[:1], cached[row : row + n]])
+            out.append(self._decode(doc, blocked, rows))
+            row += n
+        return out
+
+    def _decode(
+        self, doc: Any, blocked: Sequence[bool] | None, cached: Any
+    ) -> list[tuple[str, int, int]]:
+        """Greedy decoding of one doc from its lower-layer rows (row 0: the padding)."""
+        from spacy.attrs import IS_SPACE, SENT_START
+
+        n = len(doc)
         bias = self._lower.get_param("b")
         flags = doc.to_array([IS_SPACE, SENT_START])
         plain = flags[:, 0] == 0

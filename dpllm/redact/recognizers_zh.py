@@ -11,6 +11,7 @@ Validators (GB 11643 checksum, birth dates, Luhn) are plain functions so tests c
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from collections.abc import Callable
 
 from presidio_analyzer import Pattern, PatternRecognizer
@@ -36,6 +37,7 @@ _E = r"(?![0-9A-Za-z])"  # ASCII-only right boundary
 # Full-width ASCII block U+FF01..U+FF5E maps one-to-one to U+0021..U+007E, and the
 # ideographic space to a space: lengths and offsets are preserved.
 _WIDTH = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
+_WIDE = re.compile("[\uff01-\uff5e\u3000]")
 
 # First two digits of a resident ID: province-level codes (GB/T 2260).
 _PROVINCES = frozenset(
@@ -55,6 +57,8 @@ def normalize_width(text: str) -> str:
     Returns:
         A string of the same length where ``１３８`` became ``138`` and ``＠`` became ``@``.
     """
+    if _WIDE.search(text) is None and type(text) is str:
+        return text  # nothing to map: no copy (a 10 MB text stays one string)
     return text.translate(_WIDTH)
 
 

@@ -11,13 +11,21 @@ one name, and where a unit ends depends only on the text that precedes the cut
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
-__all__ = ["DEFAULT_MAX_UNIT", "DEFAULT_MIN_UNIT", "TOKEN_PATTERN", "split_units", "unit_end"]
+__all__ = [
+    "DEFAULT_MAX_UNIT",
+    "DEFAULT_MIN_UNIT",
+    "TOKEN_PATTERN",
+    "iter_units",
+    "split_units",
+    "unit_end",
+]
 
-DEFAULT_MIN_UNIT = 160
+DEFAULT_MIN_UNIT = 400
 """The least length of a unit: a unit ends at a sentence end only past it."""
 
-DEFAULT_MAX_UNIT = 480
+DEFAULT_MAX_UNIT = 1200
 """Unit length after which a white-space cut is taken when no sentence ends."""
 
 TOKEN_PATTERN = re.compile(r"(?:<[A-Z][A-Z_]*|\[[^\[\]\s]{1,16})_[0-9a-f]{10,64}[>\]]")
@@ -157,11 +165,16 @@ def split_units(
     text: str, *, min_unit: int = DEFAULT_MIN_UNIT, max_unit: int = DEFAULT_MAX_UNIT
 ) -> list[str]:
     """``text`` cut into its redaction units (see :func:`unit_end`); they join to ``text``."""
-    out = []
+    return list(iter_units(text, min_unit=min_unit, max_unit=max_unit))
+
+
+def iter_units(
+    text: str, *, min_unit: int = DEFAULT_MIN_UNIT, max_unit: int = DEFAULT_MAX_UNIT
+) -> Iterator[str]:
+    """:func:`split_units`, one unit at a time (a long text is never copied whole)."""
     at = 0
     while at < len(text):
         end = unit_end(text, at, min_unit=min_unit, max_unit=max_unit, final=True)
         assert end is not None and end > at
-        out.append(text[at:end])
+        yield text[at:end]
         at = end
-    return out

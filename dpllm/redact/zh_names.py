@@ -58,6 +58,51 @@ _NOUN_ENDINGS = frozenset("子儿头道家们氏式")
 # Transliteration characters: 高斯, 黎曼, 柯西, 牛顿, 潘多拉 … are foreign eponyms.
 _TRANSLIT = frozenset("斯曼尔夫顿西拉特勒邦巴多克姆普洛泊傅贝叶欧拉朗莱卡罗诺")
 _FUNCTION = frozenset("的了说在是和与到去来也都就还很给让把被对向跟们则又再要会能想提")
+# Person cues: a name often sits right after a role word or a verb that takes a person
+# (联系人：, 学员：, 转告, 建议, 由 …) or right before a title or a person's verb (同学,
+# 老师, 负责, 回复 …). Where such a cue frames a surname + one or two Han characters,
+# the given name need not be in GIVEN_CHARS (子墨, 梦琪, 骁 are not).
+LEFT_CUES = (
+    "联系人：", "联系人:", "学员：", "学生：", "成员：", "姓名：", "名字：", "点名：", "负责人：",
+    "转告", "建议", "感谢", "谢谢", "我是", "我叫", "名叫", "告诉", "通知", "提醒", "表扬", "批评",
+    "同学", "老师", "助教", "学员", "由", "和", "与", "跟", "请", "让", "给", "找", "问", "、",
+)  # fmt: skip
+RIGHT_CUES = (
+    "同学", "老师", "教授", "助教", "先生", "女士", "同志", "经理", "主任", "博士", "学长", "学姐",
+    "师兄", "师姐", "班长", "组长", "说", "问", "提", "回复", "反映", "提交", "请假", "缺席", "负责",
+    "迟交", "在群", "和", "与", "跟", "、", "：", ":",
+)  # fmt: skip
+# Topic cues: the word is what is studied or discussed (复习唐诗, 关于黎明, 史诗部分), not
+# who; a candidate in such a frame with no person cue is a word (a dictionary ``nr`` word
+# such as 唐诗, 黎明, 康德 or an unknown one such as 孟春, 伍长).
+TOPIC_BEFORE = (
+    "复习", "预习", "学习", "学", "讲", "讲解", "解释", "解释一下", "关于", "考", "考试", "用到",
+    "用到了", "举", "理解", "掌握", "背诵", "背", "阅读", "读", "研究", "介绍", "涉及", "练习",
+    "推导", "证明", "计算", "默写", "欣赏", "参观", "游览",
+)  # fmt: skip
+TOPIC_AFTER = (
+    "部分", "的内容", "内容", "这一节", "这一章", "这节", "这章", "一节", "一章", "那页", "那一页",
+    "的例子", "例子", "的例题", "例题", "习题", "的作业", "的题", "的知识", "知识点", "的概念",
+    "概念", "公式", "定理", "章节", "课件", "的推导", "的证明", "的原理", "原理",
+)  # fmt: skip
+_LEFT_SET = frozenset(cue.rstrip(":：") for cue in LEFT_CUES)
+_RIGHT_SET = frozenset(RIGHT_CUES)
+_TOPIC_BEFORE_SET = frozenset(TOPIC_BEFORE)
+_TOPIC_AFTER_SET = frozenset(TOPIC_AFTER)
+
+
+def _ends_with_any(text: str, end: int, cues: frozenset[str]) -> bool:
+    """Whether ``text[:end]`` ends with one of ``cues`` (set lookups, cues ≤ 5 chars)."""
+    return any(text[max(0, end - k) : end] in cues for k in range(1, 6) if k <= end)
+
+
+def _starts_with_any(text: str, start: int, cues: frozenset[str]) -> bool:
+    """Whether ``text[start:]`` starts with one of ``cues`` (set lookups, cues ≤ 5 chars)."""
+    return any(text[start : start + k] in cues for k in range(1, 6) if start + k <= len(text))
+
+
+# Characters that end a one-character given name: function words and adverbs (阎昕多参加 …).
+_AFTER_GIVEN = frozenset("的了说在是和与到去来也都就还很给让把被对向跟们则又再要会能想提多不没已")
 _COMMON_NR = 1000  # an ``nr`` dictionary word this frequent is mostly a word (叶子, 孔明)
 _COMMON_PROPER = 50  # a place, organisation or other proper noun (``ns``, ``nt``, ``nz``)
 _COMMON = 20  # any other dictionary word
@@ -122,18 +167,112 @@ def find_names(
                 nxt = token_of.get(i + 1)
                 if nxt is not None and nxt[0] == i + 1:
                     after = _candidate(text, i + 1, nxt[1], surnames, tags, freq, given_needed=1)
-                    if after is not None:
+                    # 和 + a name, or 和 + a word (和安全教育): the conjunction, not a name
+                    if after is not None or (len(nxt[1]) >= 2 and _common_word(nxt[1], tags, freq)):
                         found = None
         elif not in_dictionary:
             found = _candidate(text, i, "", surnames, tags, freq, given_needed=1)
-        elif len(token) == 2 and i == t_start + 1:
+        elif (
+            len(token) == 2 and i == t_start + 1 and tags.get(token, "")[:1] not in ("p", "c", "u")
+        ):
+            # 上课时 | 常娟 starts inside 时常; never inside a preposition or conjunction
+            # (关于 | 岳阳楼 is no 于岳阳)
             found = _candidate(text, i, "", surnames, tags, freq, given_needed=2)
         else:
+            found = None
+        if (i == t_start or not in_dictionary) and (
+            text[i] in surnames or text[i : i + 2] in COMPOUND_SURNAMES
+        ):
+            cued = _cued(text, i, token if i == t_start else "", surnames, tags, freq)
+            if cued is not None and (found is None or cued[0] > found[0]):
+                found = cued
+        if (
+            found is not None
+            and _topic(text, i, found[0])
+            and not _strong(text[i : found[0]], freq)
+        ):
             found = None
         if found is not None:
             out.append((i, *found))
             last_end = found[0]
     return out
+
+
+def _apart(text: str, k: int) -> bool:
+    """Position ``k`` is outside the text, white space or ASCII (not Chinese punctuation)."""
+    return k < 0 or k >= len(text) or text[k].isspace() or text[k].isascii()
+
+
+def _strong(name: str, freq: Mapping[str, int]) -> bool:
+    """Surname + two given-name characters, and no dictionary word: a name in any frame."""
+    given = name[2:] if name[:2] in COMPOUND_SURNAMES else name[1:]
+    return len(given) == 2 and all(ch in GIVEN_CHARS for ch in given) and not freq.get(name)
+
+
+def _left_cue(text: str, i: int) -> bool:
+    before = text[max(0, i - 10) : i].rstrip(" :：")  # cues are short: a bounded look-back
+    return _ends_with_any(before, len(before), _LEFT_SET)
+
+
+def _topic(text: str, start: int, end: int) -> bool:
+    """Whether a topic cue frames ``text[start:end]`` and no person cue does."""
+    if _left_cue(text, start) or _starts_with_any(text, end, _RIGHT_SET):
+        return False
+    return _ends_with_any(text, start, _TOPIC_BEFORE_SET) or _starts_with_any(
+        text, end, _TOPIC_AFTER_SET
+    )
+
+
+def _cued(
+    text: str,
+    i: int,
+    token: str,
+    surnames: frozenset[str],
+    tags: Mapping[str, str],
+    freq: Mapping[str, int],
+) -> tuple[int, float] | None:
+    """A name framed by person cues (:data:`LEFT_CUES`, :data:`RIGHT_CUES`), any given name.
+
+    A surname at ``i`` and one or two Han characters, with a cue word on one side and,
+    on the other, a cue, a punctuation mark, a non-Han character, the text's edge, a
+    function word after the name (多, 的 …) or, on the left, a jieba token that is
+    exactly the candidate and no dictionary word (昨天 | 侯奕辰 | 在群里). A candidate
+    beginning with a common word (关于, 高数) is refused; the eponym suffixes are not
+    checked when a right cue follows (张伟和 is a name before 和, not 黎曼和).
+    """
+    n = len(text)
+    if text[i : i + 2] in COMPOUND_SURNAMES:
+        surname = text[i : i + 2]
+    elif text[i] in surnames:
+        surname = text[i]
+    else:
+        return None
+    if len(surname) == 1 and _common_word(text[i : i + 2], tags, freq):
+        return None
+    left_cue = _left_cue(text, i)
+    left_edge = i == 0 or not _is_han(text[i - 1])
+    g = i + len(surname)
+    for size in (2, 1):
+        end = g + size
+        if end > n or not all(_is_han(ch) for ch in text[g:end]):
+            continue
+        if any(ch in _AFTER_GIVEN for ch in text[g:end]):
+            continue
+        right_cue = _starts_with_any(text, end, _RIGHT_SET)
+        right_edge = end == n or not _is_han(text[end]) or text[end] in _AFTER_GIVEN
+        unit = token == text[i:end] and not (freq.get(token) or 0) > 0
+        left = left_cue or left_edge or unit
+        # alone between spaces or Latin text (a Chinese name in English text)
+        alone = _apart(text, i - 1) and _apart(text, end)
+        if not ((left_cue and (right_cue or right_edge)) or (right_cue and left) or alone):
+            continue
+        if not (left_cue and right_cue) and not any(ch in GIVEN_CHARS for ch in text[g:end]):
+            continue  # one cue only: a given-name character must back it (高数老师)
+        name = text[i:end]
+        if _vetoed(text, end, name, surname, "", tags, freq, eponyms=not right_cue):
+            return None
+        return end, 0.7
+    return None
 
 
 def _candidate(
@@ -188,6 +327,8 @@ def _vetoed(
     first: str,
     tags: Mapping[str, str],
     freq: Mapping[str, int],
+    *,
+    eponyms: bool = True,
 ) -> bool:
     if any(ch in _TRANSLIT for ch in name[len(surname) :]):
         return True
@@ -199,4 +340,4 @@ def _vetoed(
     if first and len(first) > len(surname) and _common_word(first, tags, freq):
         return True
     rest = text[end : end + 3]
-    return any(rest.startswith(suffix) for suffix in EPONYM_SUFFIXES)
+    return eponyms and any(rest.startswith(suffix) for suffix in EPONYM_SUFFIXES)

@@ -215,3 +215,23 @@ def test_overlap_resolution_and_allow_windows_match_the_quadratic_reference(seed
         and not any(a <= s.start and s.end <= b for a, b in windows)
     ]
     assert _drop_allowed(text, list(spans), allow) == expected
+
+
+def test_redact_units_equals_each_unit_redacted_alone(redactor: Redactor) -> None:
+    """One NER pass for all units (redact_units) gives each unit its own call's result."""
+    import json
+
+    from dpllm.redact.units import split_units
+
+    records = [json.loads(x) for x in CORPUS.read_text(encoding="utf-8").splitlines()]
+    for lang in ("en", "zh"):
+        text = " ".join(r["text"] for r in records if r["lang"] == lang)[:6000]
+        text += (
+            " 老师 Emily Clark 讲得很好。" if lang == "zh" else " Thanks to 张伟 and Ivy Tanaka."
+        )
+        units = split_units(text, min_unit=160, max_unit=480)
+        assert len(units) > 5
+        together = [r.text for r in redactor.redact_units(units)]
+        alone = [redactor.redact(u).text for u in units]
+        assert together == alone
+    assert redactor._analyzer.nlp_engine._batch  # the batched path was the one tested

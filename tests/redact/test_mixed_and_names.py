@@ -89,15 +89,15 @@ def test_challenge_corpus_is_big_enough_and_labelled() -> None:
             assert 0 <= mark["start"] < mark["end"] <= len(r["text"])
 
 
-#: Floors a little under the figures measured when this was written (notes/issue-20.md), so
+#: Floors a little under the figures measured when this was written (notes/issue-20*.md), so
 #: a regression fails; not the issue's goals where those were not reached (en_name).
 FLOORS = {
     "structured": 0.995,
     "zh_name": 0.95,
-    "en_name": 0.92,
+    "en_name": 0.96,
     "en_address": 0.95,
     "ip_zh": 1.0,
-    "decoy": 0.94,
+    "decoy": 0.99,
 }
 
 
@@ -106,3 +106,58 @@ def test_challenge_corpus_figures(redactor: Redactor) -> None:
     shares = {c: good / total for c, (good, total) in figures.items()}
     low = {c: round(shares[c], 4) for c, floor in FLOORS.items() if shares[c] < floor}
     assert not low, shares
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Mentor: Ivy Tanaka",
+        "Thanks to Lucas Gordon for the slides.",
+        "小组成员：Priya Okafor、Tobias Lindqvist",
+    ],
+)
+def test_given_name_and_a_capitalised_surname_is_a_person(redactor: Redactor, text: str) -> None:
+    out = redactor.redact(text).text
+    for name in ("Ivy Tanaka", "Gordon", "Okafor", "Lindqvist"):
+        assert name not in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The Markov Chain slides were the best part.",
+        "I still don't get Euler's formula or the Hilbert Space.",
+        "We redid the Wilcoxon test; the Grace Period ends Friday.",
+        "Invoice INV-2026-004512 was paid on time.",
+    ],
+)
+def test_eponyms_terms_and_codes_stay(redactor: Redactor, text: str) -> None:
+    assert redactor.redact(text).text == text
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("联系人：邹子墨", "邹子墨"),
+        ("昨天侯奕辰在群里问了第二题", "侯奕辰"),
+        ("建议常二虎多参加答疑。", "常二虎"),
+        ("江卫东和李雨萌的报告写得最好", "江卫东"),
+        ("Feedback from 胡亚楠: more examples please.", "胡亚楠"),
+    ],
+)
+def test_a_name_framed_by_person_cues_is_found(redactor: Redactor, text: str, name: str) -> None:
+    assert name not in redactor.redact(text).text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "这周主要复习唐诗",
+        "黎明部分的作业太多了！",
+        "关于孟春，课件第三页有错别字。",
+        "和安全教育相关的题都不会",
+        "关于岳阳楼，课件第三页有错别字。",
+    ],
+)
+def test_words_in_a_topic_frame_stay(redactor: Redactor, text: str) -> None:
+    assert redactor.redact(text).text == text

@@ -94,11 +94,16 @@ def test_async_stream(proxy: Proxy) -> None:
 def test_stream_fails_closed(proxy: Proxy, failure: str) -> None:
     text = (
         "The first sentence is long enough to be released on its own, since a redaction "
-        "unit ends at a sentence end only once it holds at least a hundred and sixty "
-        "characters of text. "
+        "unit ends at a sentence end only once it holds at least four hundred characters "
+        "of text (the default unit size), so it goes on for a while, with words about the "
+        "course, the lectures, the weekly exercises, the reading list and the exam, and "
+        "then some more words about the labs, the office hours and the forum, until it is "
+        "finally long enough to end. "
         "Then a secret part that must never leave 138 1234 5678"
     )
-    proxy.upstream.enqueue(text, **{failure: 40})
+    # fail a few words into the second sentence (the fake upstream streams word by word)
+    words_before = len(text.split("Then a secret")[0].split(" "))
+    proxy.upstream.enqueue(text, **{failure: words_before + 3})
     received: list[str] = []
     with _client(proxy) as client, pytest.raises(openai.APIError):
         stream = client.chat.completions.create(model="fake-model", messages=PROMPT, stream=True)
