@@ -260,6 +260,8 @@ class CallState:
         # A model's answer is not the caller's input: a lone surrogate in it is the
         # upstream's fault, so it is replaced (U+FFFD), never an error for the caller.
         raw = _SURROGATE.sub("\ufffd", raw)
+        if not self.p.offload:  # NoRedaction returns each unit as it is: no need to cut
+            return raw
         return "".join(
             redact(u, language=self.p.language, allow=allow).text for u in self.units(raw)
         )
