@@ -65,11 +65,17 @@ async def _phase(url: str, normal: bytes, hostile: bytes | None, seconds: float)
     deadline = time.perf_counter() + seconds
     stop = asyncio.Event()
 
+    errors: list[str] = []
+
     async def client(c: pb.Connection) -> None:
         while time.perf_counter() < deadline:
             t = time.perf_counter()
-            await c.call()
-            latencies.append((time.perf_counter() - t) * 1000)
+            try:
+                await c.call()
+            except RuntimeError as exc:  # a 504: queued past the request's deadline
+                errors.append(str(exc)[:60])
+                c = pb.Connection(url, normal)
+            latencies.append((time.perf_counter() - t) * 1000)  # an error's wait counts too
 
     async def attacker(c: pb.Connection) -> None:
         while not stop.is_set():
@@ -88,7 +94,7 @@ async def _phase(url: str, normal: bytes, hostile: bytes | None, seconds: float)
     stop.set()
     for task in tasks:
         task.cancel()
-    return {"latencies": latencies, "heavy": heavy}
+    return {"latencies": latencies, "heavy": heavy, "errors": errors}
 
 
 def run_load(args: argparse.Namespace) -> None:
@@ -131,6 +137,7 @@ def run_config(
             result["wall"] = time.perf_counter() - started
             result["load"] = os.getloadavg()[0]
             phases.append((name, result))
+            print(f"({protect_workers or 'default'} threads) {name}: done", file=sys.stderr)
     finally:
         pb.stop(proxy)
     return phases
@@ -140,7 +147,7 @@ def report(title: str, phases: list[tuple[str, dict[str, Any]]]) -> None:
     print(title)
     print(
         f"{'phase':<14}{'requests':>9}{'req/s':>7}{'p50 ms':>9}{'p99 ms':>9}"
-        f"{'cpu ms/normal':>15}{'heavy done':>11}{'load':>6}"
+        f"{'cpu ms/normal':>15}{'heavy done':>11}{'errors':>7}{'load':>6}"
     )
     for name, r in phases:
         lat = r["latencies"]
@@ -148,7 +155,7 @@ def report(title: str, phases: list[tuple[str, dict[str, Any]]]) -> None:
         print(
             f"{name:<14}{len(lat):>9}{len(lat) / r['wall']:>7.0f}{pb.q(lat, 50):>9.1f}"
             f"{pb.q(lat, 99):>9.1f}{r['cpu'] * 1000 / max(1, len(lat)):>15.1f}{heavy:>11}"
-            f"{r['load']:>6.1f}"
+            f"{len(r['errors']):>7}{r['load']:>6.1f}"
         )
     ratios = []
     for i in range(1, len(phases), 2):

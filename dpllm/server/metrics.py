@@ -33,6 +33,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from dpllm.errors import BudgetExceeded, BudgetPending
+from dpllm.server.abandon import check_abandoned
 
 __all__ = [
     "BUCKETS",
@@ -155,7 +156,9 @@ class MetricsMiddleware:
 
 
 class MeteredRedactor:
-    """A :class:`~dpllm.chat.protection.TextRedactor` that counts what ``inner`` redacts."""
+    """A :class:`~dpllm.chat.protection.TextRedactor` that counts what ``inner`` redacts,
+    and stops before each text when its request has been abandoned
+    (:func:`~dpllm.server.abandon.check_abandoned`)."""
 
     def __init__(self, inner: Any, metrics: Metrics) -> None:
         self.inner = inner
@@ -170,11 +173,13 @@ class MeteredRedactor:
         return result
 
     def redact(self, text: str, *, language: str = "auto", allow: Collection[str] = ()) -> Any:
+        check_abandoned()
         return self._count(self.inner.redact(text, language=language, allow=allow))
 
     def pseudonymise(
         self, text: str, *, vault: Any, language: str = "auto", allow: Collection[str] = ()
     ) -> Any:
+        check_abandoned()
         return self._count(
             self.inner.pseudonymise(text, vault=vault, language=language, allow=allow)
         )

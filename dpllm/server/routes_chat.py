@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import threading
+import time
 from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -28,6 +30,7 @@ from dpllm.chat.protection import UNSET, take_dpllm_options
 from dpllm.chat.wrapper import drive_async, off_loop
 from dpllm.config import ApiKey, ServerLimits
 from dpllm.errors import ModelBadResponse, ModelTimeout
+from dpllm.server.abandon import AbandonablePool
 from dpllm.server.errors import status_and_body
 from dpllm.server.limits import check_answer, check_chat, check_json
 from dpllm.server.logging import log_event
@@ -37,6 +40,7 @@ from dpllm.server.state import ServerState, caller, server_state
 __all__ = ["ChatCompletionRequest", "parse_chat_request", "router", "serving_routes"]
 
 if TYPE_CHECKING:
+    from dpllm.chat.protection import CallState
     from dpllm.guard import Guard
 
 router = APIRouter(tags=["chat"])
@@ -334,10 +338,37 @@ async def _complete(state: ServerState, wire: dict[str, Any], deadline: float) -
     if "dpllm" in wire:
         _, releases = take_dpllm_options({"extra_body": {"dpllm": wire.pop("dpllm")}})
     protection = state.upstream.protection
-    pool = state.protect_executor
-    call_state = await off_loop(
-        protection.offload, protection.begin, wire.pop("messages"), releases, executor=pool
-    )
+    # The pool's jobs stop at their next text once the request is given up (client
+    # gone, failure) and, before the upstream call, at the deadline: an abandoned
+    # heavy request does not keep a thread (dpllm.server.abandon).
+    abandoned = threading.Event()
+    loop = asyncio.get_running_loop()
+    until = time.monotonic() + (deadline - loop.time())
+    pool = AbandonablePool(state.protect_executor, abandoned)
+    try:
+        call_state = await off_loop(
+            protection.offload,
+            protection.begin,
+            wire.pop("messages"),
+            releases,
+            executor=AbandonablePool(state.protect_executor, abandoned, until),
+        )
+        return await _exchange(state, wire, deadline, call_state, pool)
+    except BaseException:
+        abandoned.set()
+        raise
+
+
+async def _exchange(
+    state: ServerState,
+    wire: dict[str, Any],
+    deadline: float,
+    call_state: CallState,
+    pool: AbandonablePool,
+) -> dict[str, Any]:
+    """The upstream calls and the answer's protection of :func:`_complete`."""
+    assert state.upstream is not None
+    protection = state.upstream.protection
     if call_state.guard is not None:
         # counts violations by rule; the same check() (duck-typed where the guard is used)
         call_state.guard = cast("Guard", MeteredGuard(call_state.guard, state.metrics))
