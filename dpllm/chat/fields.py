@@ -79,11 +79,17 @@ STRUCTURAL_KEYS = frozenset(
 _DROPPED = frozenset({"logprobs"})
 
 
+def _is_map(value: Any) -> bool:
+    """``isinstance(value, Mapping)``, with the common case (a dict) checked first (an ABC's
+    check costs several times a type's)."""
+    return value.__class__ is dict or isinstance(value, Mapping)
+
+
 def safe_value(value: Any, fn: Fn) -> Any:
     """``value`` with every string not under a structural key passed through ``fn``."""
     if isinstance(value, str):
         return fn(value)
-    if isinstance(value, Mapping):
+    if _is_map(value):
         out: dict[str, Any] = {}
         for key, item in value.items():
             if key in _DROPPED:
@@ -130,7 +136,7 @@ def safe_arguments(raw: str, *, value: Fn, text: Fn) -> str:
 
 
 def _safe_function(call: Any, *, value: Fn, text: Fn) -> Any:
-    if not isinstance(call, Mapping):
+    if not _is_map(call):
         return safe_value(call, value)
     out: dict[str, Any] = {}
     for key, item in call.items():
@@ -148,7 +154,7 @@ def _safe_tool_calls(calls: Any, *, value: Fn, text: Fn) -> Any:
         return safe_value(calls, value)
     out = []
     for call in calls:
-        if not isinstance(call, Mapping):
+        if not _is_map(call):
             out.append(safe_value(call, value))
             continue
         new: dict[str, Any] = {}
@@ -189,13 +195,13 @@ def _safe_message_fields(
 
 def _safe_part(part: Any, *, text: Fn, value: Fn) -> Any:
     """A content part: its ``text`` is free text; an image's URL or audio data is kept."""
-    if not isinstance(part, Mapping):
+    if not _is_map(part):
         return safe_value(part, value)
     out: dict[str, Any] = {}
     for key, item in part.items():
         if key == "text" and isinstance(item, str):
             out[key] = text(item)
-        elif key in ("image_url", "input_audio", "file") and isinstance(item, Mapping):
+        elif key in ("image_url", "input_audio", "file") and _is_map(item):
             out[key] = dict(item)  # binary data or a URL the caller supplied
         elif key in STRUCTURAL_KEYS and isinstance(item, str | None):
             out[key] = item
@@ -250,17 +256,23 @@ def safe_completion(
 
 
 def _numeric(value: Any) -> bool:
-    if isinstance(value, Mapping):
-        return all(_numeric(v) for v in value.values())
-    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+    kind = value.__class__
+    if kind is int or kind is float or value is None:
+        return True
+    if _is_map(value):
+        for item in value.values():
+            if not _numeric(item):
+                return False
+        return True
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _safe_choice(choice: Any, i: int, *, text: Fn, value: Fn, first: str | None) -> Any:
-    if not isinstance(choice, Mapping):
+    if not _is_map(choice):
         return safe_value(choice, value)
     out: dict[str, Any] = {}
     for key, item in choice.items():
-        if key == "message" and isinstance(item, Mapping):
+        if key == "message" and _is_map(item):
             skip: frozenset[str] = frozenset()
             if i == 0 and first is not None:
                 item = {**item, "content": first}
@@ -334,7 +346,7 @@ class StreamGate:
             ModelBadResponse: a chunk whose choices are not a list of objects.
         """
         choices = chunk.get("choices", [])
-        if not isinstance(choices, list) or not all(isinstance(c, Mapping) for c in choices):
+        if not isinstance(choices, list) or not all(_is_map(c) for c in choices):
             raise ModelBadResponse(
                 "the upstream sent a stream chunk without a list of choices; the stream was stopped"
             )
@@ -348,7 +360,7 @@ class StreamGate:
                 )
             state = self.choices.setdefault(index, _Choice())
             delta = choice.get("delta") or {}
-            if not isinstance(delta, Mapping):
+            if not _is_map(delta):
                 raise ModelBadResponse("a stream choice's delta is not an object")
             new_delta: dict[str, Any] = {}
             for key, item in delta.items():
@@ -360,7 +372,7 @@ class StreamGate:
                     heads = self._tool_heads(state, item)
                     if heads:
                         new_delta[key] = heads
-                elif key == "function_call" and isinstance(item, Mapping):
+                elif key == "function_call" and _is_map(item):
                     args = item.get("arguments")
                     if isinstance(args, str):
                         if state.function_args is None:
@@ -419,18 +431,18 @@ class StreamGate:
     def _tool_heads(self, state: _Choice, calls: list[Any]) -> list[dict[str, Any]]:
         heads = []
         for call in calls:
-            if not isinstance(call, Mapping) or not isinstance(call.get("index", 0), int):
+            if not _is_map(call) or not isinstance(call.get("index", 0), int):
                 raise ModelBadResponse("a streamed tool call has no integer index")
             k = int(call.get("index", 0))
             fn = call.get("function")
             parts = state.tool_args.setdefault(k, [])
-            if isinstance(fn, Mapping) and isinstance(fn.get("arguments"), str):
+            if _is_map(fn) and isinstance(fn.get("arguments"), str):
                 parts.append(fn["arguments"])
             head: dict[str, Any] = {"index": k}
             for key in ("id", "type"):
                 if isinstance(call.get(key), str):
                     head[key] = call[key]
-            if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
+            if _is_map(fn) and isinstance(fn.get("name"), str):
                 head["function"] = {"name": fn["name"], "arguments": ""}
             if len(head) > 1:
                 heads.append(head)

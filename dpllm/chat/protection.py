@@ -260,6 +260,8 @@ class CallState:
         # A model's answer is not the caller's input: a lone surrogate in it is the
         # upstream's fault, so it is replaced (U+FFFD), never an error for the caller.
         raw = _SURROGATE.sub("\ufffd", raw)
+        if not self.p.offload:  # NoRedaction returns each unit as it is: no need to cut
+            return raw
         units = self.units(raw)
         many = getattr(self.p.redactor, "redact_units", None)
         if many is not None:  # one NER pass for all units; each unit's result as its own

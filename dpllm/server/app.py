@@ -221,6 +221,7 @@ def create_app(
     install_openapi(app, settings.server_limits)
     app.include_router(health.router)
     app.include_router(routes_chat.router)
+    app.router.routes[0:0] = routes_chat.serving_routes()  # served first; documented above
     app.include_router(routes_stats.router)
     include_optional_routers(app)
     if settings.ldp_metrics:

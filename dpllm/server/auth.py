@@ -70,7 +70,8 @@ def _bearer(scope: Scope) -> str | None:
         if name == b"authorization":
             text: str = bytes(value).decode("latin-1")
             scheme, _, token = text.partition(" ")
-            if scheme.lower() == "bearer" and token and not any(c.isspace() for c in token):
+            # token.split() == [token]: one word, no whitespace anywhere (str.isspace's)
+            if scheme.lower() == "bearer" and token and token.split() == [token]:
                 return token
             return None
     return None

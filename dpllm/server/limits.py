@@ -28,6 +28,7 @@ header bomb, no redaction, no upstream call, no ledger write.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -36,9 +37,18 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from dpllm.config import ServerLimits
 from dpllm.errors import ModelBadResponse, RequestRejected, RequestTooLarge
 
-__all__ = ["LimitsMiddleware", "check_answer", "check_chat", "check_json", "refusal"]
+__all__ = [
+    "LimitsMiddleware",
+    "check_answer",
+    "check_chat",
+    "check_json",
+    "may_hold_surrogate",
+    "refusal",
+]
 
-_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+# A surrogate escaped in JSON (\ud800), or UTF-8-encoded (ED A0-BF ..: json.loads decodes
+# bytes with "surrogatepass", so these become lone surrogates too).
+_MAYBE_SURROGATE = re.compile(rb"\\u[dD][89abcdefABCDEF]|\xed[\xa0-\xbf]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _EMPTY_NAME = re.compile(rb"(?:^|&)=")
 
@@ -133,34 +143,65 @@ def _body_message(cap: int) -> str:
 
 
 def check_json(value: Any, raw: bytes, limits: ServerLimits) -> None:
-    """Refuse JSON nested deeper than ``max_depth`` or holding a lone surrogate.
+    """Refuse JSON nested deeper than ``max_depth``, holding a lone surrogate or a
+    number out of range.
 
-    ``raw`` is the document ``value`` was parsed from: only when it escapes a
-    surrogate (``\\ud800``…) are strings searched (a pair decodes to one
-    character; what is left is lone, and cannot be encoded as UTF-8).
+    ``raw`` is the document ``value`` was parsed from (by :func:`json.loads`: only
+    its exact types occur): only when it may hold a surrogate
+    (:func:`may_hold_surrogate`) are strings searched (a pair decodes to one
+    character; what is left is lone, and cannot be encoded as UTF-8). A float
+    that is not finite (``1e400`` parses as infinity) is refused too, in the same
+    walk (no ``parse_float`` hook, which costs a Python call per number).
 
     Raises:
-        RequestRejected: too deep, or a lone surrogate (→ 400).
+        RequestRejected: too deep, a lone surrogate, or a number out of range (→ 400).
     """
-    surrogates = _ESCAPED_SURROGATE.search(raw) is not None
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict | list):
-            if depth >= limits.max_depth:
-                raise RequestRejected(
-                    f"the JSON body nests deeper than {limits.max_depth} levels "
-                    "([server.limits] max_depth)"
-                )
-            if isinstance(node, dict):
+    surrogates = may_hold_surrogate(raw)
+    level: list[Any] = [value]
+    depth = 0
+    while level:
+        below: list[Any] = []
+        for node in level:
+            kind = node.__class__
+            if kind is dict:
+                if depth >= limits.max_depth:
+                    raise _too_deep(limits)
                 if surrogates:
                     for key in node:
                         _text(key)
-                stack.extend((v, depth + 1) for v in node.values())
-            else:
-                stack.extend((v, depth + 1) for v in node)
-        elif surrogates and isinstance(node, str):
-            _text(node)
+                below.extend(node.values())
+            elif kind is list:
+                if depth >= limits.max_depth:
+                    raise _too_deep(limits)
+                below.extend(node)
+            elif kind is float:
+                if not math.isfinite(node):
+                    raise RequestRejected(
+                        "a number in the body is out of range (NaN and infinities are not JSON)"
+                    )
+            elif surrogates and kind is str:
+                _text(node)
+        level = below
+        depth += 1
+
+
+def _too_deep(limits: ServerLimits) -> RequestRejected:
+    return RequestRejected(
+        f"the JSON body nests deeper than {limits.max_depth} levels ([server.limits] max_depth)"
+    )
+
+
+def may_hold_surrogate(raw: bytes) -> bool:
+    """Whether the JSON document ``raw`` may decode to a string holding a surrogate.
+
+    False for the common case (UTF-8 without an escaped or encoded surrogate):
+    one byte scan, and no string of the decoded body needs looking at. True for
+    an escape (``\\udc00``), a UTF-8-encoded surrogate (``json.loads`` decodes
+    bytes with ``surrogatepass``) and every other encoding (UTF-16/32, a BOM).
+    """
+    if json.detect_encoding(raw) != "utf-8":
+        return True
+    return _MAYBE_SURROGATE.search(raw) is not None
 
 
 def _text(value: str) -> None:

@@ -26,13 +26,14 @@ import bisect
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from dpllm.errors import BudgetExceeded, BudgetPending
+from dpllm.server.abandon import check_abandoned
 
 __all__ = [
     "BUCKETS",
@@ -155,7 +156,9 @@ class MetricsMiddleware:
 
 
 class MeteredRedactor:
-    """A :class:`~dpllm.chat.protection.TextRedactor` that counts what ``inner`` redacts."""
+    """A :class:`~dpllm.chat.protection.TextRedactor` that counts what ``inner`` redacts,
+    and stops before each text when its request has been abandoned
+    (:func:`~dpllm.server.abandon.check_abandoned`)."""
 
     def __init__(self, inner: Any, metrics: Metrics) -> None:
         self.inner = inner
@@ -170,11 +173,24 @@ class MeteredRedactor:
         return result
 
     def redact(self, text: str, *, language: str = "auto", allow: Collection[str] = ()) -> Any:
+        check_abandoned()
         return self._count(self.inner.redact(text, language=language, allow=allow))
+
+    def redact_units(
+        self, units: Sequence[str], *, language: str = "auto", allow: Collection[str] = ()
+    ) -> list[Any]:
+        """``inner.redact_units`` (one NER pass for all units), each result counted;
+        unit by unit through :meth:`redact` when ``inner`` has no batch method."""
+        many = getattr(self.inner, "redact_units", None)
+        if many is None:
+            return [self.redact(u, language=language, allow=allow) for u in units]
+        check_abandoned()
+        return [self._count(r) for r in many(units, language=language, allow=allow)]
 
     def pseudonymise(
         self, text: str, *, vault: Any, language: str = "auto", allow: Collection[str] = ()
     ) -> Any:
+        check_abandoned()
         return self._count(
             self.inner.pseudonymise(text, vault=vault, language=language, allow=allow)
         )

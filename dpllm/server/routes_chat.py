@@ -12,10 +12,10 @@ and without the held text, so SDK clients raise instead of seeing a clean end.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import json
-import math
+import threading
+import time
 from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -23,20 +23,24 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.routing import BaseRoute, Match, Route
+from starlette.types import Scope
 
 from dpllm.chat.protection import UNSET, take_dpllm_options
 from dpllm.chat.wrapper import drive_async, off_loop
 from dpllm.config import ApiKey, ServerLimits
 from dpllm.errors import ModelBadResponse, ModelTimeout
+from dpllm.server.abandon import AbandonablePool
 from dpllm.server.errors import status_and_body
 from dpllm.server.limits import check_answer, check_chat, check_json
 from dpllm.server.logging import log_event
 from dpllm.server.metrics import MeteredGuard
 from dpllm.server.state import ServerState, caller, server_state
 
-__all__ = ["ChatCompletionRequest", "parse_chat_request", "router"]
+__all__ = ["ChatCompletionRequest", "parse_chat_request", "router", "serving_routes"]
 
 if TYPE_CHECKING:
+    from dpllm.chat.protection import CallState
     from dpllm.guard import Guard
 
 router = APIRouter(tags=["chat"])
@@ -101,36 +105,8 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):  # 1e400
-        raise ValueError(f"{text} is out of range")
-    return value
-
-
 def _invalid(loc: tuple[str | int, ...], msg: str) -> RequestValidationError:
     return RequestValidationError([{"loc": ("body", *loc), "msg": msg, "type": "value_error"}])
-
-
-def _lone_surrogate(value: Any, loc: tuple[str | int, ...]) -> tuple[str | int, ...] | None:
-    """Where in ``value`` a string holds a lone surrogate (JSON allows ``"\\ud800"``)."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return loc
-        return None
-    if isinstance(value, dict):
-        items: Any = value.items()
-    elif isinstance(value, list):
-        items = enumerate(value)
-    else:
-        return None
-    for key, item in items:
-        found = _lone_surrogate(item, (*loc, key))
-        if found is not None:
-            return found
-    return None
 
 
 def parse_chat_request(raw: bytes, limits: ServerLimits = _DEFAULT_LIMITS) -> dict[str, Any]:
@@ -145,11 +121,12 @@ def parse_chat_request(raw: bytes, limits: ServerLimits = _DEFAULT_LIMITS) -> di
 
     Raises:
         RequestValidationError: not a chat-completions request (→ 400).
-        RequestRejected: nested too deep, a lone surrogate, ``n`` out of range (→ 400).
+        RequestRejected: nested too deep, a lone surrogate anywhere (key or value),
+            a number out of range (``1e400``), ``n`` out of range (→ 400).
         RequestTooLarge: over ``limits`` (→ 413).
     """
     try:
-        body = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+        body = json.loads(raw, parse_constant=_no_constant)  # 1e400: check_json
     except RecursionError:
         raise _invalid((), "not a JSON document (nested too deeply)") from None
     except ValueError as exc:
@@ -178,9 +155,6 @@ def parse_chat_request(raw: bytes, limits: ServerLimits = _DEFAULT_LIMITS) -> di
             raise _invalid(
                 ("messages", i, "content"), "must be text, a list of content parts, or null"
             )
-    where = _lone_surrogate(messages, ("messages",))
-    if where is not None:
-        raise _invalid(where, "holds a lone surrogate: not valid Unicode text (send UTF-8)")
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise _invalid(("model",), "must be a string")
@@ -270,6 +244,34 @@ async def chat_completions(request: Request) -> Any:
     )
 
 
+def serving_routes() -> list[BaseRoute]:
+    """The routes that serve ``POST /v1/chat/completions``, to be matched before ``router``'s.
+
+    ``router``'s route documents the endpoint (the OpenAPI document is built from
+    it); this plain Starlette route, in front of it, serves the same function.
+    FastAPI's request handling (dependency solving, body sniffing, its telemetry
+    hooks) does nothing for a function that takes the bare ``Request`` and reads
+    its own body, and cost ~10 % of the proxy's own CPU per request. Errors go
+    through the same exception handlers (Starlette's route uses them as FastAPI's does).
+    """
+    return [
+        _NamedRoute(
+            "/v1/chat/completions", chat_completions, methods=["POST"], include_in_schema=False
+        )
+    ]
+
+
+class _NamedRoute(Route):
+    """A Starlette route that names itself in ``scope["route"]`` as FastAPI's do (the
+    ``/metrics`` route label)."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child = super().matches(scope)
+        if match is not Match.NONE:
+            child["route"] = self
+        return match, child
+
+
 async def _within(deadline: float, work: Awaitable[T]) -> T:
     """``work``, or ModelTimeout (504) at ``deadline`` (the SDK client's retries included)."""
     try:
@@ -287,19 +289,35 @@ async def _unless_disconnected(request: Request, work: Awaitable[T]) -> T | None
 
     The body has been read: the next ASGI message is ``http.disconnect``, sent by the
     server when the client closes the connection (or once the response is sent).
+    ``work`` runs in this task (no task of its own, no ``asyncio.wait``): a watcher
+    task cancels this one when the disconnect comes first, and the cancellation is
+    taken back here (``uncancel``), so that only the watcher's own cancel is absorbed.
     """
-    task = asyncio.ensure_future(work)
-    gone = asyncio.ensure_future(_disconnect(request))
-    try:
-        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        if not task.done():
+    task = asyncio.current_task()
+    assert task is not None
+    gone = False
+
+    def on_disconnect(watcher: asyncio.Future[None]) -> None:
+        nonlocal gone
+        if not watcher.cancelled() and watcher.exception() is None and not task.done():
+            gone = True
             task.cancel()
-        gone.cancel()
-    if task.done() and not task.cancelled():
-        return task.result()
-    with contextlib.suppress(BaseException):  # cancelled mid-step: whatever it raised
-        await task
+
+    watcher = asyncio.ensure_future(_disconnect(request))
+    watcher.add_done_callback(on_disconnect)
+    try:
+        result = await work
+    except asyncio.CancelledError:
+        if not gone:  # cancelled from outside (shutdown): not ours to absorb
+            raise
+        task.uncancel()
+    else:
+        if gone:  # the work absorbed the cancel itself: keep the task's count balanced
+            task.uncancel()
+        return result
+    finally:
+        watcher.remove_done_callback(on_disconnect)
+        watcher.cancel()
     log_event("client_disconnected", path=request.url.path)
     request.app.state.dpllm.metrics.inc("dpllm_client_disconnects_total")
     return None
@@ -325,10 +343,37 @@ async def _complete(state: ServerState, wire: dict[str, Any], deadline: float) -
     if "dpllm" in wire:
         _, releases = take_dpllm_options({"extra_body": {"dpllm": wire.pop("dpllm")}})
     protection = state.upstream.protection
-    pool = state.protect_executor
-    call_state = await off_loop(
-        protection.offload, protection.begin, wire.pop("messages"), releases, executor=pool
-    )
+    # The pool's jobs stop at their next text once the request is given up (client
+    # gone, failure) and, before the upstream call, at the deadline: an abandoned
+    # heavy request does not keep a thread (dpllm.server.abandon).
+    abandoned = threading.Event()
+    loop = asyncio.get_running_loop()
+    until = time.monotonic() + (deadline - loop.time())
+    pool = AbandonablePool(state.protect_executor, abandoned)
+    try:
+        call_state = await off_loop(
+            protection.offload,
+            protection.begin,
+            wire.pop("messages"),
+            releases,
+            executor=AbandonablePool(state.protect_executor, abandoned, until),
+        )
+        return await _exchange(state, wire, deadline, call_state, pool)
+    except BaseException:
+        abandoned.set()
+        raise
+
+
+async def _exchange(
+    state: ServerState,
+    wire: dict[str, Any],
+    deadline: float,
+    call_state: CallState,
+    pool: AbandonablePool,
+) -> dict[str, Any]:
+    """The upstream calls and the answer's protection of :func:`_complete`."""
+    assert state.upstream is not None
+    protection = state.upstream.protection
     if call_state.guard is not None:
         # counts violations by rule; the same check() (duck-typed where the guard is used)
         call_state.guard = cast("Guard", MeteredGuard(call_state.guard, state.metrics))

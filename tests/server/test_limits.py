@@ -213,6 +213,50 @@ def test_a_lone_surrogate_is_a_400_before_the_upstream(limited: Proxy, where: st
     assert len(limited.upstream.completion_requests) == calls
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        # UTF-8-encoded surrogates (json.loads decodes bytes with "surrogatepass")
+        b'{"model": "fake-\xed\xa0\x80", "messages": [{"role": "user", "content": "hi"}]}',
+        b'{"messages": [{"role": "user", "content": "hi \xed\xb0\x80"}]}',
+        # UTF-16 with a lone surrogate (no escape, no UTF-8 byte pattern to see)
+        '{"messages": [{"role": "user", "content": "hi \ud800"}], "stream": false}'.encode(
+            "utf-16-le", "surrogatepass"
+        ),
+    ],
+    ids=["utf8-model", "utf8-content", "utf16-content"],
+)
+def test_an_unescaped_lone_surrogate_is_a_400_before_the_upstream(
+    limited: Proxy, raw: bytes
+) -> None:
+    calls = len(limited.upstream.completion_requests)
+    r = httpx.post(
+        limited.base_url + "/chat/completions",
+        content=raw,
+        headers={**limited.headers("alice"), "Content-Type": "application/json"},
+        timeout=30,
+    )
+    assert_refused(r, 400, "surrogate")
+    assert len(limited.upstream.completion_requests) == calls
+
+
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "1E+999"])
+def test_a_number_out_of_range_anywhere_is_a_400_before_the_upstream(
+    limited: Proxy, number: str
+) -> None:
+    calls = len(limited.upstream.completion_requests)
+    raw = '{"messages": [{"role": "user", "content": "hi"}], "metadata": {"scores": [0.5, N]}}'
+    raw = raw.replace("N", number)
+    r = httpx.post(
+        limited.base_url + "/chat/completions",
+        content=raw.encode(),
+        headers={**limited.headers("alice"), "Content-Type": "application/json"},
+        timeout=30,
+    )
+    assert_refused(r, 400, "out of range")
+    assert len(limited.upstream.completion_requests) == calls
+
+
 def test_a_surrogate_pair_is_text(limited: Proxy) -> None:
     limited.upstream.enqueue("Fine.")
     raw = '{"messages": [{"role": "user", "content": "smile \\ud83d\\ude00"}]}'

@@ -28,8 +28,10 @@ class GatedRedactor:
     def __init__(self) -> None:
         self.entered = threading.Event()
         self.release = threading.Event()
+        self.seen: list[str] = []
 
     def _pass(self, text: str) -> Any:
+        self.seen.append(text)
         if "HEAVY" in text:
             self.entered.set()
             self.release.wait(60)
@@ -88,3 +90,40 @@ def test_small_requests_are_served_while_a_heavy_one_is_redacted(
     redactor.release.set()
     thread.join(60)
     assert heavy["r"].status_code == 200, heavy["r"].text
+
+
+def test_an_abandoned_request_stops_its_redaction(tmp_path: Path) -> None:
+    """A client that leaves while its request is being redacted does not keep a pool
+    thread busy to the end: the texts after the one in hand are never redacted (one
+    client could otherwise hold every thread by sending heavy requests and leaving)."""
+    from dpllm.server import create_app
+
+    redactor = GatedRedactor()
+    with FakeOpenAIServer() as upstream:
+        settings = make_settings(tmp_path, upstream.base_url, timeout=30.0)
+        app = create_app(settings, redactor=redactor)
+        state = app.state.dpllm
+        with LiveServer(app) as live:
+            proxy = Proxy(live.url, upstream, settings, tmp_path / "ledger.db")
+            try:
+                messages = [{"role": "user", "content": "HEAVY work"}]
+                messages += [{"role": "user", "content": f"after {i}"} for i in range(20)]
+                with pytest.raises(httpx.TimeoutException):  # the client gives up and leaves
+                    httpx.post(
+                        proxy.base_url + "/chat/completions",
+                        json={"messages": messages},
+                        headers=proxy.headers("alice"),
+                        timeout=1.0,
+                    )
+                assert redactor.entered.is_set()
+                for _ in range(600):  # until the server has seen the client go
+                    if "dpllm_client_disconnects_total 1" in state.metrics.render():
+                        break
+                    threading.Event().wait(0.05)
+                else:
+                    pytest.fail("the server never saw the client disconnect")
+            finally:
+                redactor.release.set()
+            state.protect_executor.shutdown(wait=True)  # the held job has ended
+    assert not [t for t in redactor.seen if t.startswith("after")]
+    assert upstream.completion_requests == []

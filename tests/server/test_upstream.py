@@ -360,6 +360,35 @@ def test_stale_kept_alive_connection_is_replaced() -> None:
     assert scripted.connections == 2
 
 
+@pytest.mark.parametrize("stale", [True, False], ids=["kept-alive", "fresh"])
+def test_only_a_stale_kept_alive_connection_skips_the_backoff(
+    stale: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connector tells a reused connection from a fresh one: a kept-alive one closed
+    unanswered is retried at once (wait 0), a fresh one closed unanswered after the
+    backoff (no Retry-After: ``None``, the exponential wait)."""
+    from dpllm.server import upstream as module
+
+    waits: list[float | None] = []
+    real = module._backoff
+
+    def recorded(attempt: int, retry_after: float | None) -> float:
+        waits.append(retry_after)
+        return real(attempt, 0.0)  # the test does not wait either way
+
+    monkeypatch.setattr(module, "_backoff", recorded)
+
+    async def handler(n: int, writer: asyncio.StreamWriter) -> bool:
+        if n == (1 if stale else 0):
+            return False  # close without answering
+        writer.write(_json_response({"n": n}))
+        return True
+
+    answers, _ = run_scripted(handler, 2 if stale else 1, max_retries=1)
+    assert waits == ([0.0] if stale else [None])
+    assert answers[-1] == {"n": 2 if stale else 1}
+
+
 def test_a_post_is_never_sent_more_than_max_retries_plus_one_times() -> None:
     """The server may have read the request before closing the connection: with
     max_retries=0 the prompt goes out once, whatever the connection was."""
