@@ -371,8 +371,9 @@ def _approve_items(
                 requested=dict((s.name, m) for s, m in item_parts)[spec.name],
                 remaining=ledger._window_position(conn, spec, window),
                 advice=None if reserve is not None else (
-                    f"pool {request.pool!r} has no reserve to move budget from: pass --from POOL "
-                    "(from_pool=) naming a reserve pool, or set the pool's reserve"
+                    f"pool {request.pool!r} has no reserve to move budget from: approve with "
+                    "--from POOL (from_pool in Python and HTTP) naming a reserve pool, or "
+                    "configure the pool's reserve"
                 ),
             )  # fmt: skip
         ledger._insert_charge(
