@@ -113,6 +113,20 @@ class Engine(Protocol):
         ...
 
 
+def _not_a_data_file(path: str | os.PathLike[str]) -> DataError:
+    """The refusal of a ``--data`` path that is not a regular file: say what it is."""
+    shown = repr(str(path))
+    p = Path(path)
+    if p.is_dir():
+        return DataError(f"data file {shown} is a directory, not a data file; check --data")
+    if p.exists():
+        return DataError(
+            f"data file {shown} is not a regular file (a device, pipe or socket), "
+            "so it cannot be a database or data file; check --data"
+        )
+    return DataError(f"data file {shown} does not exist; check --data")
+
+
 def _probe(relation: Statement) -> Statement:
     """``SELECT * … LIMIT 0``: reads the schema, no rows."""
     return Statement("SELECT * FROM ") + relation + Statement(" LIMIT 0")
@@ -135,7 +149,7 @@ class SQLiteEngine:
         self.identity = f"sqlite:{self.path.resolve()}"
         """Which data this is (part of every query id): the resolved file path."""
         if not self.path.is_file():
-            raise DataError(f"data file {str(self.path)!r} does not exist; check --data")
+            raise _not_a_data_file(self.path)
         try:
             uri = self.path.resolve().as_uri() + "?mode=ro"
             self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
@@ -267,7 +281,7 @@ class DuckDBEngine:
         suffixes = {Path(p).suffix.lower() for p in paths}
         for p in paths:
             if not (glob.glob(p) if glob.has_magic(p) else Path(p).is_file()):
-                raise DataError(f"data file {p!r} does not exist; check --data")
+                raise _not_a_data_file(p)
         self.identity = "duckdb:" + json.dumps(sorted(str(Path(p).resolve()) for p in paths))
         """Which data this is (part of every query id): the resolved paths or patterns."""
         self._files: list[str] | None = None

@@ -54,6 +54,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import numbers
 import secrets
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
@@ -263,6 +264,11 @@ class StatsRunner:
             today = today.astimezone(dt.UTC).date() if today.tzinfo else today.date()
         if not isinstance(dataset_id, str) or not dataset_id:
             raise DataError("dataset_id must be a non-empty string naming the dataset")
+        if isinstance(confidence, bool) or not isinstance(confidence, float | numbers.Real):
+            raise InvalidPrivacyParameter(
+                f"confidence must be a number in (0, 1), got {type(confidence).__name__} "
+                f"{confidence!r:.40}"
+            )
         if not 0.0 < confidence < 1.0:
             raise InvalidPrivacyParameter(f"confidence must lie in (0, 1), got {confidence!r}")
         self.engine = engine

@@ -24,6 +24,7 @@ compose to the sum of their ε, which :meth:`LDPStore.user_epsilon` reports.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import hmac
 import json
@@ -36,10 +37,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dpllm._extras import require
-from dpllm.errors import DuplicateReport, InvalidReport, LedgerUnavailable
+from dpllm.errors import (
+    DuplicateReport,
+    InvalidReport,
+    InvalidWindow,
+    LedgerUnavailable,
+    WindowNotReady,
+)
 from dpllm.ldp.mechanisms import LDPAggregate, LDPEstimate, LDPReport, LocalRandomizer
 from dpllm.release import MICRO, Cost, to_micro
-from dpllm.windows import Window
+from dpllm.windows import Window, utc_today
 
 require("fastapi", extra="server", feature="the local-DP ingest service (dpllm.ldp.ingest)")
 
@@ -75,6 +82,30 @@ _SCHEMA = (
     )""",
     "CREATE INDEX IF NOT EXISTS ldp_reports_user ON ldp_reports (user, window_key)",
 )
+
+
+CLOCK_SKEW = dt.timedelta(days=1)
+"""How far ahead of ``today`` a report's week may start: a device whose clock (or
+time zone) is ahead by up to a day may report the next week."""
+
+
+def refuse_future_window(window: Window | str, today: dt.date) -> Window:
+    """``window`` parsed, unless it starts after ``today`` + :data:`CLOCK_SKEW`.
+
+    Reports are collected during their week, so the current week is accepted; a
+    week that has not begun is refused before its ε is recorded anywhere.
+
+    Raises:
+        InvalidWindow: not a canonical ISO week.
+        WindowNotReady: the week has not begun (beyond the clock-skew allowance).
+    """
+    w = Window.parse(window)
+    if w.first_day > today + CLOCK_SKEW:
+        raise WindowNotReady(
+            f"window {w} has not begun (today is {today.isoformat()}); "
+            "report in the week the value belongs to"
+        )
+    return w
 
 
 def pseudonym(secret: bytes, user_id: str) -> str:
@@ -231,14 +262,26 @@ class LDPIngest:
     Args:
         store: where reports go.
         metrics: metric name → the randomiser clients must use (mechanism, ε, domain).
+        today: the current UTC date, read per report (default: the system clock);
+            reports for a week that has not begun are refused.
 
     Privacy: accepts only reports randomised as the metric declares, at most one
     per user per metric per window; estimates are post-processing (free).
+
+    .. versionchanged:: unreleased
+        ``today``; future weeks are refused.
     """
 
-    def __init__(self, store: LDPStore, metrics: Mapping[str, LocalRandomizer]) -> None:
+    def __init__(
+        self,
+        store: LDPStore,
+        metrics: Mapping[str, LocalRandomizer],
+        *,
+        today: Callable[[], dt.date] | None = None,
+    ) -> None:
         self.store = store
         self.metrics = dict(metrics)
+        self.today: Callable[[], dt.date] = today or utc_today
 
     def _randomizer(self, metric: str) -> LocalRandomizer:
         try:
@@ -253,7 +296,9 @@ class LDPIngest:
         Raises:
             InvalidReport: unknown metric, other mechanism or ε, or a bad payload.
             DuplicateReport: the user already reported this metric in this window.
+            WindowNotReady: the report's week has not begun (nothing recorded).
         """
+        refuse_future_window(report.window, self.today())
         r = self._randomizer(report.metric)
         if report.mechanism != r.name or to_micro(report.epsilon) != to_micro(r.epsilon):
             raise InvalidReport(
@@ -320,6 +365,8 @@ def _build_router(get_ingest: Callable[[Request], LDPIngest]) -> APIRouter:
             return JSONResponse({"error": "duplicate_report", "detail": str(exc)}, 409)
         except InvalidReport as exc:
             return JSONResponse({"error": "invalid_report", "detail": str(exc)}, 422)
+        except InvalidWindow as exc:  # a week that has not begun
+            return JSONResponse({"error": "window_not_ready", "detail": str(exc)}, 422)
         return JSONResponse({"accepted": True, "epsilon": report.epsilon}, 201)
 
     @router.get("/v1/ldp/estimates/{metric}/{window}", summary="Estimates from LDP reports")
@@ -352,7 +399,7 @@ def _build_router(get_ingest: Callable[[Request], LDPIngest]) -> APIRouter:
 
 def ldp_router(ingest: LDPIngest) -> APIRouter:
     """A router bound to ``ingest``: ``POST /v1/ldp/reports`` (201; 409 for a second
-    report of a user/metric/window; 422 invalid) and ``GET /v1/ldp/estimates/{metric}/{window}``.
+    report of a user/metric/window; 422 invalid, or a week that has not begun) and ``GET /v1/ldp/estimates/{metric}/{window}``.
     """
     return _build_router(lambda _request: ingest)
 
@@ -411,12 +458,14 @@ class LDPClient:
         sent: where the randomised reports are kept (default: in memory, for
             this client's life). An app that may restart between retries passes
             a durable :class:`SentReports`.
+        today: the current UTC date (default: the system clock); a week that
+            has not begun is refused locally, nothing randomised or sent.
 
     Privacy: only the randomised payload leaves the process, once randomised per
     (metric, window, user): ε-LDP per user per metric per window, however often
     it is re-sent. Randomness comes from OpenDP's secure samplers.
 
-    .. versionchanged:: unreleased retries re-send the kept report.
+    .. versionchanged:: unreleased retries re-send the kept report; ``today``.
     """
 
     def __init__(
@@ -428,6 +477,7 @@ class LDPClient:
         client: httpx.Client | None = None,
         api_key: str | None = None,
         sent: SentReports | None = None,
+        today: Callable[[], dt.date] | None = None,
     ) -> None:
         import httpx
 
@@ -437,6 +487,7 @@ class LDPClient:
         self.metric = metric
         self.randomizer = randomizer
         self._sent: SentReports = sent if sent is not None else MemoryReports()
+        self.today: Callable[[], dt.date] = today or utc_today
 
     def report(self, *, user: str, value: int, window: Window | str) -> LDPReport:
         """Randomise ``value`` (once per metric, window and user) and POST it.
@@ -446,6 +497,7 @@ class LDPClient:
 
         Raises:
             InvalidWindow: ``window`` is not a canonical ISO week.
+            WindowNotReady: ``window`` has not begun (nothing randomised or sent).
             InvalidReport: the value is outside the domain, or the server refused.
             DuplicateReport: the server already holds this user's report, or this
                 client already randomised another value for the key (nothing sent).
@@ -454,7 +506,7 @@ class LDPClient:
         """
         import httpx
 
-        key = (self.metric, Window.parse(window).key, user)
+        key = (self.metric, refuse_future_window(window, self.today()).key, user)
         kept = self._sent.get(key)
         if kept is None:
             report = LDPReport(

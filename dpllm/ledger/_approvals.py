@@ -370,6 +370,11 @@ def _approve_items(
                 spec, kind=kind, window=window,
                 requested=dict((s.name, m) for s, m in item_parts)[spec.name],
                 remaining=ledger._window_position(conn, spec, window),
+                advice=None if reserve is not None else (
+                    f"pool {request.pool!r} has no reserve to move budget from: approve with "
+                    "--from POOL (from_pool in Python and HTTP) naming a reserve pool, or "
+                    "configure the pool's reserve"
+                ),
             )  # fmt: skip
         ledger._insert_charge(
             conn, query_id=item.query_id, window=window, cost=item.cost, parts=item_parts,

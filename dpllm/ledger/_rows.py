@@ -209,10 +209,17 @@ def check_release_delta(release: Release, charged: int) -> None:
 
 
 def exceeded(
-    spec: PoolSpec, *, kind: str, window: str, requested: int, remaining: int
+    spec: PoolSpec,
+    *,
+    kind: str,
+    window: str,
+    requested: int,
+    remaining: int,
+    advice: str | None = None,
 ) -> BudgetExceeded:
     """The refusal of a charge ``kind``: ``window``/``lifetime`` (ε or ρ, micro-units) or
-    ``delta_window``/``delta_lifetime`` (δ, units of 10⁻¹⁵)."""
+    ``delta_window``/``delta_lifetime`` (δ, units of 10⁻¹⁵). ``advice`` replaces the
+    default "what to do" of an ε/ρ refusal."""
     if kind.startswith("delta"):
         what = "δ window cap" if kind == "delta_window" else "δ lifetime cap"
         return BudgetExceeded(
@@ -228,8 +235,8 @@ def exceeded(
     what = "window cap" if kind == "window" else "lifetime cap"
     return BudgetExceeded(
         f"pool {spec.name!r} cannot take {unit} = {requested / 1e6:g} in window {window}: "
-        f"its {what} leaves {unit} = {remaining / 1e6:g}. Nothing was spent; wait for the "
-        "next window, ask for approval, or use a cheaper query",
+        f"its {what} leaves {unit} = {remaining / 1e6:g}. Nothing was spent; "
+        + (advice or "wait for the next window, ask for approval, or use a cheaper query"),
         pool=spec.name,
         requested=requested / 1e6,
         remaining=remaining / 1e6,

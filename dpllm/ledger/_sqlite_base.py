@@ -157,6 +157,20 @@ class SQLiteBase(SQLBase):
         self._conn()
         return _rows.owner_id(self._local.token)
 
+    def _cannot_write(self, exc: sqlite3.Error, verb: str = "write to") -> LedgerUnavailable:
+        """The refusal of a write: a lock held by another process, or unusable storage."""
+        name = str(getattr(exc, "sqlite_errorname", ""))
+        if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+            return LedgerUnavailable(
+                f"cannot {verb} the ledger {self.path}: another process holds its write lock "
+                f"(waited {self._busy:g} s). Nothing was recorded; retry when that process "
+                "has finished"
+            )
+        return LedgerUnavailable(
+            f"cannot {verb} the ledger {self.path}: {exc}. Nothing was recorded; "
+            "check the file's permissions and free space"
+        )
+
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` transaction; SQLite errors become LedgerErrors."""
@@ -164,20 +178,14 @@ class SQLiteBase(SQLBase):
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            raise LedgerUnavailable(
-                f"cannot write to the ledger {self.path}: {exc}. Nothing was recorded; "
-                "check the file's permissions and free space"
-            ) from exc
+            raise self._cannot_write(exc) from exc
         try:
             yield conn
         except sqlite3.Error as exc:
             self._rollback(conn)
             name = str(getattr(exc, "sqlite_errorname", ""))
             if name.startswith(_UNAVAILABLE):
-                raise LedgerUnavailable(
-                    f"cannot write to the ledger {self.path}: {exc}. Nothing was recorded; "
-                    "check the file's permissions and free space"
-                ) from exc
+                raise self._cannot_write(exc) from exc
             raise LedgerError(f"ledger {self.path}: {exc}. Nothing was recorded") from exc
         except BaseException:
             self._rollback(conn)
@@ -186,6 +194,10 @@ class SQLiteBase(SQLBase):
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             self._rollback(conn)
+            if str(getattr(exc, "sqlite_errorname", "")).startswith(
+                ("SQLITE_BUSY", "SQLITE_LOCKED")
+            ):
+                raise self._cannot_write(exc, "commit to") from exc
             raise LedgerUnavailable(
                 f"cannot commit to the ledger {self.path}: {exc}. Nothing was recorded"
             ) from exc

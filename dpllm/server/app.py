@@ -74,7 +74,7 @@ def _ldp_ingest(settings: Settings, state: ServerState) -> Any:
         for m in settings.ldp_metrics
     }
     store = LDPStore(settings.resolve(settings.ldp_store), ledger=_StateLedger(state))
-    return LDPIngest(store, metrics)
+    return LDPIngest(store, metrics, today=lambda: state.today())  # the server's clock
 
 
 def include_optional_routers(

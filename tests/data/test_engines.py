@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
@@ -107,6 +108,18 @@ def test_missing_files_are_data_errors(tmp_path: Path) -> None:
         DuckDBEngine(tmp_path / "nope.parquet")
     with pytest.raises(DataError, match="does not exist"):
         DuckDBEngine([str(tmp_path / "*.parquet")])
+
+
+@pytest.mark.parametrize("engine", [SQLiteEngine, DuckDBEngine])
+def test_paths_that_exist_but_are_not_files_say_what_they_are(
+    tmp_path: Path, engine: type[SQLiteEngine] | type[DuckDBEngine]
+) -> None:
+    with pytest.raises(DataError, match="is a directory") as directory:
+        engine(tmp_path)
+    with pytest.raises(DataError, match="not a regular file") as device:
+        engine(os.devnull)
+    for info in (directory, device):
+        assert "does not exist" not in str(info.value)
 
 
 def test_sqlite_never_creates_or_writes(tmp_path: Path, records: list) -> None:  # type: ignore[type-arg]

@@ -386,3 +386,16 @@ def test_releases_name_their_bounded_estimand(data: Path, ledger: SQLiteLedger) 
     # Stored with the release, served back from the cache.
     assert ledger.get_release(out["c"].fingerprint).estimand == out["c"].estimand  # type: ignore[union-attr]
     assert r.release(FeedbackCount(epsilon=0.2, max_records=3), WEEK) == out["c"]
+
+
+@pytest.mark.parametrize("confidence", ["0.9", None, True, b"0.9"])
+def test_a_wrong_typed_confidence_is_an_invalid_privacy_parameter(
+    data: Path, ledger: SQLiteLedger, confidence: object
+) -> None:
+    from dpllm.errors import InvalidPrivacyParameter
+
+    with pytest.raises(InvalidPrivacyParameter, match="confidence"):
+        StatsRunner(
+            SQLiteEngine(data), ledger, dataset_id="test", pool="stats",
+            confidence=confidence,  # type: ignore[arg-type]
+        )  # fmt: skip
