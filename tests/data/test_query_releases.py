@@ -1,0 +1,80 @@
+"""What each record and rating query publishes, and the parameters it refuses.
+
+A release is read by people and by the precision guard: its window, unit, labels and
+notes say what the number is. These are checked field by field (no data read; the
+noise is seeded).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dpllm.data.queries import ActiveUsers, Exact, FeedbackCount, MeanRating, RatingHistogram
+from dpllm.errors import InvalidPrivacyParameter
+from dpllm.privacy.noise import SeededNoise
+from dpllm.release import Cost
+
+WEEK = "2026-W47"
+
+
+def _publish(query: object, exact: Exact) -> object:
+    return query.publish(  # type: ignore[attr-defined]
+        exact, fingerprint="fp-1", window=WEEK, confidence=0.9, noise=SeededNoise(3)
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "exact", "unit", "labels"),
+    [
+        (FeedbackCount(epsilon=1.0), Exact((40,)), "records", ()),
+        (ActiveUsers(epsilon=1.0), Exact((12,)), "users", ()),
+        (ActiveUsers(rho=0.5), Exact((12,)), "users", ()),
+        (
+            RatingHistogram(epsilon=1.0),
+            Exact((1, 2, 3, 4, 5), ("1", "2", "3", "4", "5")),
+            "ratings",
+            ("1", "2", "3", "4", "5"),
+        ),
+    ],
+)
+def test_a_count_release_says_what_it_counts(
+    query: object, exact: Exact, unit: str, labels: tuple[str, ...]
+) -> None:
+    release = _publish(query, exact)
+    assert release.name == query.name  # type: ignore[attr-defined]
+    assert release.window == WEEK  # type: ignore[attr-defined]
+    assert release.unit == unit  # type: ignore[attr-defined]
+    assert release.labels == labels  # type: ignore[attr-defined]
+    assert release.kind == "count"  # type: ignore[attr-defined]
+    assert release.fingerprint == "fp-1"  # type: ignore[attr-defined]
+    assert release.confidence == 0.9  # type: ignore[attr-defined]
+    assert release.cost == query.cost  # type: ignore[attr-defined]
+
+
+def test_the_mean_rating_release_names_its_parts() -> None:
+    query = MeanRating(epsilon=1.0)
+    release = _publish(query, Exact((30, 15.0)))
+    assert release.name == "mean_rating"  # type: ignore[attr-defined]
+    assert release.window == WEEK  # type: ignore[attr-defined]
+    assert release.unit == "stars" and release.kind == "mean"  # type: ignore[attr-defined]
+    assert release.cost == Cost.pure(1.0)  # type: ignore[attr-defined]
+    (note,) = release.notes  # type: ignore[attr-defined]
+    assert "mean_rating.centred_sum" in note and "mean_rating.users" in note
+
+
+@pytest.mark.parametrize("cls", [FeedbackCount, RatingHistogram])
+@pytest.mark.parametrize("bad", [0, -1, 1_000_001, 2.0, True])
+def test_a_bad_records_bound_is_refused_by_name(cls: type, bad: object) -> None:
+    with pytest.raises(InvalidPrivacyParameter, match="max_records"):
+        cls(epsilon=1.0, max_records=bad)
+
+
+@pytest.mark.parametrize("share", [0.0, 1.0, 1.5, -0.5, 1, "0.5"])
+def test_count_share_must_be_a_float_strictly_between_0_and_1(share: object) -> None:
+    with pytest.raises(InvalidPrivacyParameter, match=r"count_share must be a float in \(0, 1\)"):
+        MeanRating(epsilon=1.0, count_share=share)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("share", [0.01, 0.5, 0.99])
+def test_count_share_inside_0_1_is_accepted(share: float) -> None:
+    assert MeanRating(rho=0.5, count_share=share).count_share == share
