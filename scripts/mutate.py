@@ -86,15 +86,15 @@ COPY = ["dpllm", "tests", "prompts", "pyproject.toml", "README.md", "docs", "mkd
 DESELECT = ["tests/ledger/test_sqlite.py::test_is_a_ledger"]
 
 
-# A pytest plugin for the mutant runs: the tests of a mutant run fastest first (by the
-# durations mutmut measured in its stats run), so that ``-x`` stops a killed mutant after
-# its quickest failing test instead of after whatever slow test came first.
-ORDER_PLUGIN = """\
-import json
-from pathlib import Path
+# Appended to the copy's tests/conftest.py: the tests of a mutant run fastest first (by
+# the durations mutmut measured in its stats run), so that ``-x`` stops a killed mutant
+# after its quickest failing test instead of after whatever slow test came first.
+ORDER_HOOK = """
 
+def pytest_collection_modifyitems(session, config, items):  # added by scripts/mutate.py
+    import json
+    from pathlib import Path
 
-def pytest_collection_modifyitems(session, config, items):
     try:
         durations = json.loads(Path("mutmut-stats.json").read_text())["duration_by_test"]
     except (OSError, ValueError, KeyError):
@@ -111,8 +111,9 @@ def _section(files: list[str], tests: list[str]) -> str:
         'source_paths = ["dpllm"]\n'
         f"only_mutate = [{only}]\n"
         f"pytest_add_cli_args_test_selection = [{quoted}]\n"
-        'pytest_add_cli_args = ["-p", "no:randomly", "-p", "no:cacheprovider", "-p", "_mutate_order"'
-        ', "-q", "-x"' + "".join(f', "--deselect", {json.dumps(t)}' for t in DESELECT) + "]\n"
+        'pytest_add_cli_args = ["-p", "no:randomly", "-p", "no:cacheprovider", "-q", "-x"'
+        + "".join(f', "--deselect", {json.dumps(t)}' for t in DESELECT)
+        + "]\n"
     )
 
 
@@ -128,7 +129,8 @@ def run_group(name: str) -> dict[str, object]:
             shutil.copytree(src, work / item, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(src, work / item)
-    (work / "_mutate_order.py").write_text(ORDER_PLUGIN, encoding="utf-8")
+    with (work / "tests" / "conftest.py").open("a", encoding="utf-8") as fh:
+        fh.write(ORDER_HOOK)
     with (work / "pyproject.toml").open("a", encoding="utf-8") as fh:
         fh.write(_section(files, tests))
     mutmut = [sys.executable, "-m", "mutmut"]

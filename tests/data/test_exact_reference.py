@@ -30,8 +30,17 @@ from dpllm.data.queries import (
     Scope,
 )
 from dpllm.data.shared import measure_shared
-from dpllm.data.sql import Dialect, user_summary
+from dpllm.data.sql import (
+    ColumnMap,
+    Dialect,
+    Statement,
+    histogram,
+    records_and_users,
+    user_summary,
+    user_texts,
+)
 from dpllm.data.sql import SummaryPlan as Plan
+from dpllm.errors import DataError
 from dpllm.windows import week_bounds
 from tests.data._helpers import COLUMNS, MONDAY, WEEK, Rec, write_duckdb, write_pg, write_sqlite
 
@@ -174,3 +183,25 @@ def test_an_empty_window_is_all_zeros(sqlite: Engine) -> None:
     plan = Plan(record_caps=(3,), mean_policies=("clamp",), histograms=(("reject", 2),))
     row = sqlite.fetch(user_summary(COLUMNS, Dialect.SQLITE, scope.source, start, end, plan))[0]
     assert list(row) == [0] * len(plan.keys())
+
+
+@pytest.mark.parametrize("bad", [0, -3, True, 2.0, "3"])
+@pytest.mark.parametrize(
+    ("name", "build"),
+    [
+        ("max_records", lambda src, v: records_and_users(*_args(src), max_records=v)),
+        ("max_records", lambda src, v: histogram(*_args(src), "clamp", max_records=v)),
+        ("max_texts", lambda src, v: user_texts(*_args(src), max_texts=v)),
+        ("max_chars", lambda src, v: user_texts(*_args(src), max_chars=v)),
+    ],
+)
+def test_a_bound_that_is_not_a_positive_int_never_reaches_the_sql(
+    sqlite: Engine, name: str, build: Callable[[Statement, object], Statement], bad: object
+) -> None:
+    scope = Scope(sqlite, COLUMNS, WEEK, START, END, b"salt")
+    with pytest.raises(DataError, match=rf"^{name} must be a positive int, got "):
+        build(scope.source, bad)
+
+
+def _args(source: Statement) -> tuple[ColumnMap, Dialect, Statement, dt.datetime, dt.datetime]:
+    return COLUMNS, Dialect.SQLITE, source, START, END

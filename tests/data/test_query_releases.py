@@ -7,11 +7,12 @@ noise is seeded).
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from dpllm.data.queries import ActiveUsers, Exact, FeedbackCount, MeanRating, RatingHistogram
 from dpllm.errors import InvalidPrivacyParameter
-from dpllm.privacy.noise import SeededNoise
+from dpllm.privacy.noise import FloatArray, IntArray, SeededNoise
 from dpllm.release import Cost
 
 WEEK = "2026-W47"
@@ -62,10 +63,56 @@ def test_the_mean_rating_release_names_its_parts() -> None:
     assert "mean_rating.centred_sum" in note and "mean_rating.users" in note
 
 
+class ZeroNoise:
+    """Every draw is 0: the release's value is the post-processed exact aggregate."""
+
+    seeded = True
+
+    def discrete_laplace(self, *, scale: float, size: int) -> IntArray:
+        return np.zeros(size, dtype=np.int64)
+
+    def discrete_gaussian(self, *, sigma: float, size: int) -> IntArray:
+        return np.zeros(size, dtype=np.int64)
+
+    def add_laplace(self, values: FloatArray, *, scale: float) -> FloatArray:
+        return values + 0.0
+
+    def add_gaussian(self, values: FloatArray, *, sigma: float) -> FloatArray:
+        return values + 0.0
+
+    def exponential_top_k(self, scores: FloatArray, *, scale: float, k: int) -> list[int]:
+        raise AssertionError("not a top-k query")
+
+
+@pytest.mark.parametrize("query", [MeanRating(epsilon=1.0), MeanRating(rho=0.5, count_share=0.3)])
+@pytest.mark.parametrize(
+    ("users", "centred", "mean"),
+    [
+        (4, 2.0, 3.5),  # 3 + S/C: the sum is centred at 3 stars
+        (4, -6.0, 1.5),
+        (4, 20.0, 5.0),  # clamped to the scale's top …
+        (4, -20.0, 1.0),  # … and bottom
+        (0, 0.0, 3.0),  # no user: the count's floor at 1 keeps the centre
+    ],
+)
+def test_the_mean_is_the_centre_plus_the_ratio_clamped_to_the_scale(
+    query: MeanRating, users: int, centred: float, mean: float
+) -> None:
+    release = query.publish(
+        Exact((users, centred)), fingerprint="fp", window=WEEK, confidence=0.8, noise=ZeroNoise()
+    )
+    assert release.values == (mean,)
+    (lo, hi) = release.intervals[0]
+    assert 1.0 <= lo <= mean <= hi <= 5.0
+    assert release.confidence == 0.8
+    assert release.window == WEEK
+    assert release.seeded
+
+
 @pytest.mark.parametrize("cls", [FeedbackCount, RatingHistogram])
 @pytest.mark.parametrize("bad", [0, -1, 1_000_001, 2.0, True])
 def test_a_bad_records_bound_is_refused_by_name(cls: type, bad: object) -> None:
-    with pytest.raises(InvalidPrivacyParameter, match="max_records"):
+    with pytest.raises(InvalidPrivacyParameter, match=r"^max_records must be an int in \[1, "):
         cls(epsilon=1.0, max_records=bad)
 
 
