@@ -193,6 +193,11 @@ def test_an_empty_window_is_all_zeros(sqlite: Engine) -> None:
         ("max_records", lambda src, v: histogram(*_args(src), "clamp", max_records=v)),
         ("max_texts", lambda src, v: user_texts(*_args(src), max_texts=v)),
         ("max_chars", lambda src, v: user_texts(*_args(src), max_chars=v)),
+        ("max_records", lambda src, v: user_summary(*_args(src), Plan(record_caps=(v,)))),
+        (
+            "max_records",
+            lambda src, v: user_summary(*_args(src), Plan(histograms=(("clamp", v),))),
+        ),
     ],
 )
 def test_a_bound_that_is_not_a_positive_int_never_reaches_the_sql(
@@ -205,3 +210,11 @@ def test_a_bound_that_is_not_a_positive_int_never_reaches_the_sql(
 
 def _args(source: Statement) -> tuple[ColumnMap, Dialect, Statement, dt.datetime, dt.datetime]:
     return COLUMNS, Dialect.SQLITE, source, START, END
+
+
+def test_sqlite_has_no_regular_expressions() -> None:
+    """Keyword matching by regex is for DuckDB, PostgreSQL and Spark; SQLite is refused
+    (its queries match keywords another way) instead of getting another dialect's SQL."""
+    with pytest.raises(DataError, match="^the sqlite dialect has no regular expressions here$"):
+        Dialect.SQLITE.regex("x", "a")
+    assert Dialect.SPARK.regex("x", "a") == "(x RLIKE 'a')"
