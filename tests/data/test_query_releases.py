@@ -7,15 +7,30 @@ noise is seeded).
 
 from __future__ import annotations
 
+import random
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from dpllm.data.queries import ActiveUsers, Exact, FeedbackCount, MeanRating, RatingHistogram
+from dpllm.data.engines import Row, SQLiteEngine
+from dpllm.data.queries import (
+    ActiveUsers,
+    Exact,
+    FeedbackCount,
+    MeanRating,
+    Query,
+    RatingHistogram,
+    Scope,
+)
+from dpllm.data.sql import Statement
 from dpllm.errors import InvalidPrivacyParameter
 from dpllm.privacy.noise import FloatArray, IntArray, SeededNoise
 from dpllm.release import Cost
+from dpllm.windows import week_bounds
+from tests.data._helpers import COLUMNS, random_records, write_sqlite
 
-WEEK = "2026-W47"
+WEEK = "2026-W47"  # the week of tests.data._helpers.WEEK
 
 
 def _publish(query: object, exact: Exact) -> object:
@@ -125,3 +140,32 @@ def test_count_share_must_be_a_float_strictly_between_0_and_1(share: object) -> 
 @pytest.mark.parametrize("share", [0.01, 0.5, 0.99])
 def test_count_share_inside_0_1_is_accepted(share: float) -> None:
     assert MeanRating(rho=0.5, count_share=share).count_share == share
+
+
+class NamingEngine(SQLiteEngine):
+    """SQLite, recording the query name each read is made for (errors carry that name)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.names: list[str] = []
+
+    def fetch(self, statement: Statement, *, query: str = "a statistic") -> list[Row]:
+        self.names.append(query)
+        return super().fetch(statement, query=query)
+
+
+def test_each_read_names_its_query(tmp_path: Path) -> None:
+    """A failing read's error says which statistic failed: the engine is told its name."""
+    path = write_sqlite(tmp_path / "f.db", random_records(random.Random(1), users=3, heavy=0))
+    queries: list[Query] = [
+        FeedbackCount(epsilon=1.0),
+        ActiveUsers(epsilon=1.0),
+        MeanRating(epsilon=1.0),
+        RatingHistogram(epsilon=1.0),
+    ]
+    start, end = week_bounds(WEEK)
+    with NamingEngine(path) as engine:
+        scope = Scope(engine, COLUMNS, WEEK, start, end, b"salt")
+        for q in queries:
+            q.measure(scope)
+    assert engine.names == [q.name for q in queries]
