@@ -218,3 +218,41 @@ def test_sqlite_has_no_regular_expressions() -> None:
     with pytest.raises(DataError, match="^the sqlite dialect has no regular expressions here$"):
         Dialect.SQLITE.regex("x", "a")
     assert Dialect.SPARK.regex("x", "a") == "(x RLIKE 'a')"
+
+
+def test_sqlite_compares_times_as_utc_instants(tmp_path: Path) -> None:
+    """ISO-8601 text with a 'T' or an offset is normalised to UTC before the window test:
+    03:00+05:00 on the Monday is Sunday 22:00 UTC (the week before), while a plain text
+    comparison would put it inside the week."""
+    import sqlite3
+
+    path = tmp_path / "iso.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE feedback (user_id TEXT, rating REAL, text TEXT, ts TEXT)")
+    conn.executemany(
+        "INSERT INTO feedback VALUES (?, 4, 't', ?)",
+        [
+            ("before", "2026-11-16T03:00:00+05:00"),  # 2026-11-15 22:00 UTC: outside
+            ("inside", "2026-11-16T10:00:00+05:00"),  # 05:00 UTC: inside
+            ("late", "2026-11-23T01:00:00+02:00"),  # 2026-11-22 23:00 UTC: inside
+        ],
+    )
+    conn.commit()
+    conn.close()
+    with SQLiteEngine(path) as engine:
+        scope = Scope(engine, ColumnMap(), WEEK, START, END, b"salt")
+        assert ActiveUsers(epsilon=1.0).measure(scope).values == (2,)
+
+
+def test_spark_binds_times_as_utc_text() -> None:
+    """Spark reads a text parameter in the session time zone, which SparkEngine sets to UTC."""
+    moment = dt.datetime(2026, 11, 16, 8, 0, 0, 5, tzinfo=dt.timezone(dt.timedelta(hours=8)))
+    assert Dialect.SPARK.time_param(moment) == "2026-11-16 00:00:00.000005"
+    assert Dialect.SPARK.time_placeholder == "CAST(? AS TIMESTAMP)"
+
+
+def test_refusals_say_what_to_fix() -> None:
+    with pytest.raises(DataError, match=r"^this query needs a course column; map it"):
+        ColumnMap().q("course")
+    with pytest.raises(DataError, match=r"^out_of_range must be 'clamp' or 'reject', got 'x'$"):
+        MeanRating(epsilon=1.0, out_of_range="x")  # type: ignore[arg-type]
