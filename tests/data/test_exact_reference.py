@@ -35,12 +35,13 @@ from dpllm.data.sql import (
     Dialect,
     Statement,
     histogram,
+    quote_ident,
     records_and_users,
     user_summary,
     user_texts,
 )
 from dpllm.data.sql import SummaryPlan as Plan
-from dpllm.errors import DataError
+from dpllm.errors import DataError, UnsafeIdentifier
 from dpllm.windows import week_bounds
 from tests.data._helpers import COLUMNS, MONDAY, WEEK, Rec, write_duckdb, write_pg, write_sqlite
 
@@ -256,3 +257,27 @@ def test_refusals_say_what_to_fix() -> None:
         ColumnMap().q("course")
     with pytest.raises(DataError, match=r"^out_of_range must be 'clamp' or 'reject', got 'x'$"):
         MeanRating(epsilon=1.0, out_of_range="x")  # type: ignore[arg-type]
+
+
+def test_a_plain_name_is_at_most_63_characters() -> None:
+    """PostgreSQL truncates longer names silently; 63 is accepted, 64 refused."""
+    assert quote_ident("a" * 63) == '"' + "a" * 63 + '"'
+    with pytest.raises(UnsafeIdentifier, match=r"^'a{64}' is not a plain SQL name; use letters"):
+        quote_ident("a" * 64)
+    with pytest.raises(UnsafeIdentifier, match=r"is not a plain SQL name"):
+        quote_ident('x"; DROP TABLE feedback; --')
+
+
+def test_time_parameters_are_utc_whatever_the_local_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setenv("TZ", "Asia/Shanghai")
+    time.tzset()
+    try:
+        moment = dt.datetime(2026, 11, 16, 0, 0, tzinfo=dt.UTC)
+        assert Dialect.SQLITE.time_param(moment) == "2026-11-16 00:00:00"
+        assert Dialect.SPARK.time_param(moment) == "2026-11-16 00:00:00.000000"
+        assert Dialect.DUCKDB.time_param(moment) == dt.datetime(2026, 11, 16)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
