@@ -16,6 +16,7 @@ Usage::
 
     python scripts/mutate.py              # every group
     python scripts/mutate.py auth guard   # some groups
+    MUTATE_CHILDREN=1 python scripts/mutate.py queries   # one mutant at a time
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "tests/data/test_sensitivity.py",
             "tests/data/test_engines.py",
             "tests/data/test_charge_before_read.py",
+            "tests/data/test_shared.py",
+            "tests/data/test_bounded.py",
+            "tests/data/test_exact_reference.py",
+            "tests/data/test_query_releases.py",
         ],
     ),
     "ledger": (
@@ -67,7 +72,10 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
         ["dpllm/guard/rules.py"],
         ["tests/guard/test_rules.py", "tests/guard/test_unsupported_threshold.py"],
     ),
-    "validators": (["dpllm/redact/recognizers_zh.py"], ["tests/redact/test_recognizers_zh.py"]),
+    "validators": (
+        ["dpllm/redact/recognizers_zh.py"],
+        ["tests/redact/test_recognizers_zh.py", "tests/redact/test_zh_validators.py"],
+    ),
 }
 
 COPY = ["dpllm", "tests", "prompts", "pyproject.toml", "README.md", "docs", "mkdocs.yml"]
@@ -76,6 +84,23 @@ COPY = ["dpllm", "tests", "prompts", "pyproject.toml", "README.md", "docs", "mkd
 # every mutated class, so a runtime-checkable Protocol (Ledger, Charge) whose methods are
 # mutated gains members that no implementation has, and isinstance() says no.
 DESELECT = ["tests/ledger/test_sqlite.py::test_is_a_ledger"]
+
+
+# Appended to the copy's tests/conftest.py: the tests of a mutant run fastest first (by
+# the durations mutmut measured in its stats run), so that ``-x`` stops a killed mutant
+# after its quickest failing test instead of after whatever slow test came first.
+ORDER_HOOK = """
+
+def pytest_collection_modifyitems(session, config, items):  # added by scripts/mutate.py
+    import json
+    from pathlib import Path
+
+    try:
+        durations = json.loads(Path("mutmut-stats.json").read_text())["duration_by_test"]
+    except (OSError, ValueError, KeyError):
+        return  # the stats run itself: no durations yet
+    items.sort(key=lambda item: durations.get(item.nodeid, 0.0))
+"""
 
 
 def _section(files: list[str], tests: list[str]) -> str:
@@ -104,12 +129,16 @@ def run_group(name: str) -> dict[str, object]:
             shutil.copytree(src, work / item, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(src, work / item)
+    with (work / "tests" / "conftest.py").open("a", encoding="utf-8") as fh:
+        fh.write(ORDER_HOOK)
     with (work / "pyproject.toml").open("a", encoding="utf-8") as fh:
         fh.write(_section(files, tests))
     mutmut = [sys.executable, "-m", "mutmut"]
     env = {**os.environ, "PYTHONPATH": str(work)}
     started = time.monotonic()
-    subprocess.run([*mutmut, "run", "--max-children", str(os.cpu_count() or 2)], cwd=work, env=env)
+    # MUTATE_CHILDREN: mutants run at once (default: one per core); 1 on a shared machine.
+    children = os.environ.get("MUTATE_CHILDREN") or str(os.cpu_count() or 2)
+    subprocess.run([*mutmut, "run", "--max-children", children], cwd=work, env=env)
     listing = subprocess.run(
         [*mutmut, "results", "--all", "true"], cwd=work, env=env, capture_output=True, text=True
     ).stdout

@@ -243,25 +243,17 @@ class MeanRating(_Priced):
     ) -> Release:
         count_mech, sum_mech = self.mechanisms()
         users, centred = exact.values
+        # Two intermediate releases, never returned: the ratio reads their noisy values,
+        # mechanisms, costs and names, and the window of the sum.
         count = make_release(
-            count_mech,
-            [users],
-            name=f"{self.name}.users",
-            fingerprint=fingerprint,
-            unit="users",
-            window=window,
-            confidence=confidence,
-            noise=noise,
+            count_mech, [users], name=f"{self.name}.users", fingerprint=fingerprint, noise=noise
         )
         total = make_release(
             sum_mech,
             [centred],
             name=f"{self.name}.centred_sum",
             fingerprint=fingerprint,
-            kind="sum",
-            unit="stars",
             window=window,
-            confidence=confidence,
             noise=noise,
         )
         return ratio_release(

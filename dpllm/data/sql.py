@@ -25,9 +25,10 @@ window sort over records):
 * a mean rating reduces each user to their mean in integer milli-stars
   ``round(1000·Σr/n)``, so sums are exact integers on every engine.
 
-The per-course and per-topic bounds are applied in Python to per-user rows
-these statements return (:func:`course_counts`, :func:`user_texts`); see
-:mod:`dpllm.data.groups` and :mod:`dpllm.data.topics`.
+The per-course and per-topic bounds are applied in the engine too, by
+:mod:`dpllm.data.bounded` (see :mod:`dpllm.data.groups` and :mod:`dpllm.data.topics`);
+:func:`user_texts` bounds the texts that :class:`~dpllm.data.topics.NewKeywords`
+reads per user before it segments them in Python.
 
 Ratings are read through one portable expression: NULL and NaN are ignored, a
 value is mapped to its nearest star (halves round up) using comparisons only,
@@ -382,29 +383,6 @@ def histogram(
         for k in range(1, 6)
     )
     return text(f"SELECT {sums} FROM (") + per_user + text(") AS per_user")
-
-
-def course_counts(
-    cols: ColumnMap,
-    dialect: Dialect,
-    source: Statement,
-    start: dt.datetime,
-    end: dt.datetime,
-    courses: tuple[str, ...],
-) -> Statement:
-    """Rows ``(user key, course, records)`` for the public list of courses (unbounded:
-    the caller caps records and courses per user)."""
-    course = cols.q("course")
-    ph = ", ".join(dialect.placeholder for _ in courses)
-    return (
-        text(
-            f"SELECT {user_key(cols, dialect)}, CAST({course} AS {dialect.text_type}), COUNT(*) FROM "
-        )
-        + source
-        + window_filter(cols, dialect, start, end)
-        + Statement(f" AND CAST({course} AS {dialect.text_type}) IN ({ph})", tuple(courses))
-        + text(" GROUP BY 1, 2")
-    )
 
 
 TEXTS_PER_USER = 5

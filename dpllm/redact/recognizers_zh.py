@@ -63,7 +63,8 @@ def normalize_width(text: str) -> str:
 
 
 def _digits(text: str) -> str:
-    return "".join(ch for ch in text if ch.isdigit() or ch in "Xx")
+    """The digits of a card or phone number (separators and the letters of ``ext`` dropped)."""
+    return "".join(ch for ch in text if ch.isdigit())
 
 
 def luhn_ok(number: str) -> bool:
