@@ -64,6 +64,10 @@ class _Proxy:
         faults = self._faults
         if attr == "charging":
             return _charging(value, label, faults)
+        if attr == "charging_many":  # a batch: its handles are counted like charging()'s
+            return _charging_many(value, label, faults)
+        if attr == "store_many":
+            return _store_many(value, label, faults)
 
         def call(*args: Any, **kwargs: Any) -> Any:
             faults.tick(f"{label}:before")
@@ -85,3 +89,28 @@ def _charging(real: Callable[..., Any], label: str, faults: Faults) -> Callable[
         faults.tick(f"{label}:left")
 
     return charging
+
+
+def _charging_many(real: Callable[..., Any], label: str, faults: Faults) -> Callable[..., Any]:
+    @contextmanager
+    def charging_many(requests: Any) -> Iterator[Any]:
+        faults.tick(f"{label}:before")
+        with real(requests) as handles:
+            faults.tick(f"{label}:entered")
+            yield [_Proxy(h, "charge", faults) for h in handles]
+            faults.tick(f"{label}:leaving")
+        faults.tick(f"{label}:left")
+
+    return charging_many
+
+
+def _store_many(real: Callable[..., Any], label: str, faults: Faults) -> Callable[..., Any]:
+    def store_many(pairs: Any) -> Any:
+        faults.tick(f"{label}:before")
+        # The ledger marks its own handles stored: hand it them, not the counting proxies.
+        unwrapped = [(c._target if isinstance(c, _Proxy) else c, r) for c, r in pairs]
+        result = real(unwrapped)
+        faults.tick(f"{label}:after")
+        return result
+
+    return store_many
