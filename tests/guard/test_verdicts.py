@@ -327,3 +327,185 @@ def test_a_count_below_its_small_threshold_is_stated_as_fewer_than() -> None:
     at = Guard({"c": make_release("c", 2.0, 0.0, 5.0, unit="responses")})
     assert at.check("Only 2.0 responses.").violations[0].allowed == "about 2 responses"
     assert at.check("仅2.0条反馈").violations[0].allowed == "约2条"
+
+
+# ----------------------------------------------------------------------------- what fits a release
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Of them, 62 complained.",  # a plain integer is never a proportion
+        "62 users",
+        "0.62 users",  # nor a decimal with a unit
+        "The positive share was 0.62 stars.",
+        "The positive share was 4.3.",  # nor a decimal above 1, even when named
+        "The positive share was 1.5.",
+    ],
+)
+def test_only_a_unitless_decimal_in_0_to_1_states_a_proportion(text: str) -> None:
+    share = make_release("positive_share", 0.62, 0.59, 0.65, kind="proportion", unit="share")
+    report = Guard({"positive_share": share}).check(text)
+    assert report.matches == (None,)
+    assert [v.rule for v in report.violations] == [UNS]
+
+
+def test_a_plain_one_is_not_a_proportion_of_100_percent() -> None:
+    share = make_release("positive_share", 0.62, 0.59, 0.65, kind="proportion", unit="share")
+    report = Guard({"positive_share": share}).check("The positive share was 1.")
+    assert report.ok and report.matches == (None,)
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "text"),
+    [(0.0, 0.04, "The share was 0.00–0.04."), (0.96, 1.0, "The share was 1.0.")],
+)
+def test_a_decimal_proportion_may_be_0_or_1(lo: float, hi: float, text: str) -> None:
+    report = _share(lo, hi).check(text)
+    assert report.ok and report.matches == ("p",)
+
+
+def test_a_rating_is_not_a_count_without_a_unit() -> None:
+    count = make_release("cnt", 4.0, 2.0, 6.0)
+    assert [v.rule for v in Guard({"cnt": count}).check("rated 4.3 stars").violations] == [UNS]
+    mean = make_release("avg", 4.31, 4.11, 4.51, kind="mean")
+    report = Guard({"cnt": count, "avg": mean}).check("rated 4.3 stars")
+    assert report.ok and report.matches == ("avg",)
+
+
+def test_a_figure_with_a_unit_is_matched_among_releases_of_that_unit() -> None:
+    guard = Guard(
+        {
+            "responses": make_release("responses", 160.0, 150.0, 170.0, unit="responses"),
+            "other": make_release("other", 300.0, 290.0, 310.0),
+        }
+    )
+    report = guard.check("共300条")  # records: the unitless "other" is not what it speaks of
+    assert report.matches == (None,) and [v.rule for v in report.violations] == [UNS]
+
+
+def test_a_figure_inside_a_band_beats_a_nearer_unit_outside_it() -> None:
+    guard = Guard(
+        {
+            "A": make_release("A", 50.0, 46.0, 54.0, unit="responses"),  # "times" fits it (near)
+            "B": make_release("B", 42.0, 38.0, 46.0),  # no unit: fits, unknown
+        }
+    )
+    assert guard.check("It happened 42 times.").matches == ("B",)
+    assert guard.check("It happened 48 times.").matches == ("A",)
+
+
+def test_two_bands_holding_the_figure_the_first_is_matched() -> None:
+    guard = Guard({"a": make_release("a", 150.0, 100.0, 200.0), "b": make_release("b", 146.0, 140.0, 152.0)})  # fmt: skip
+    assert guard.check("It was 150.").matches == ("a",)  # 145–155 reaches past b's top
+
+
+def test_the_match_tolerance_is_inclusive() -> None:
+    """共140条 states 135–145: 5 below 150–170, half a half-width (10) away."""
+    responses = make_release("responses", 160.0, 150.0, 170.0, unit="responses")
+    at = Guard({"responses": responses}, match_tolerance=0.5).check("共140条")
+    assert [(v.rule, v.release) for v in at.violations] == [(OUT, "responses")]
+    beyond = Guard({"responses": responses}, match_tolerance=0.49).check("共140条")
+    assert [(v.rule, v.release) for v in beyond.violations] == [(UNS, None)]
+
+
+def test_a_named_release_ignores_generic_words() -> None:
+    def rel(name: str, kind: str) -> Release:
+        return Release(
+            name=name, values=(40.0,), intervals=((30.0, 50.0),), mechanism="discrete_laplace",
+            noise_scale=1.0, cost=make_release("x", 1, 0, 2).cost, fingerprint=f"fp-{name}",
+            seeded=True, kind=kind, terms=(("en", "ratings"),),
+        )  # fmt: skip
+
+    guard = Guard([rel("rc", "count"), rel("rm", "mean")])
+    assert guard.check("On average the ratings came to 41.").matches == ("rc",)
+
+
+def test_the_context_window_ends_where_the_figure_begins() -> None:
+    tie = Guard(TIE)
+    assert tie.check(" mean " + "z" * 50 + " was between 40 and 42").matches == ("avg",)
+    assert tie.check("mean " + "z" * 51 + " was between 40 and 42").matches == ("cnt",)
+
+
+# ----------------------------------------------------------------------------- stated intervals
+@pytest.mark.parametrize(
+    ("text", "rules"),
+    [
+        ("fewer than 300 responses", []),  # true: the band lies below 300
+        ("少于300条", []),
+        ("more than 10 responses", []),
+        ("多于10条", []),
+        ("超过180条", [OUT]),  # 10 above the band: still matched, and outside it
+        ("fewer than 140 responses", [OUT]),
+    ],
+)
+def test_a_bound_states_everything_on_its_side(responses: Guard, text: str, rules: list[Rule]) -> None:  # fmt: skip
+    report = responses.check(text)
+    assert [v.rule for v in report.violations] == rules
+    assert report.matches == ("responses",)
+
+
+def test_a_literal_zero_states_exactly_zero() -> None:
+    small = Guard({"c": make_release("c", 2.0, 0.5, 4.5, unit="responses")})
+    assert [v.rule for v in small.check("0 responses").violations] == [OUT]
+
+
+# ----------------------------------------------------------------------------- constants, spans
+def test_a_bound_at_an_allowed_constant_is_a_public_threshold(responses: Guard) -> None:
+    releases = {"responses": make_release("responses", 160.0, 150.0, 170.0, unit="responses")}
+    assert Guard(releases, allowed_constants=[140]).check("fewer than 140 responses").ok
+    assert not responses.check("fewer than 140 responses").ok
+
+
+def test_a_figure_equal_to_a_constant_is_still_matched() -> None:
+    releases = {"responses": make_release("responses", 160.0, 150.0, 170.0, unit="responses")}
+    report = Guard(releases, allowed_constants=[160]).check("160 responses")
+    assert report.ok and report.matches == ("responses",)
+
+
+def test_a_public_constants_words_name_nothing() -> None:
+    """'2 stars' is the rating scale: its 'stars' does not make 'about 210' a mean rating."""
+    guard = Guard(
+        {
+            "r2": make_release("r2", 210.0, 200.0, 220.0, unit="responses"),
+            "mean_rating": make_release("mean_rating", 4.31, 4.11, 4.51, kind="mean", unit="stars"),
+        }
+    )
+    report = guard.check("2 stars: about 210")
+    assert report.ok and report.matches == (None, "r2")
+
+
+def test_a_reference_keeps_the_spans_of_the_figures_after_it(responses: Guard) -> None:
+    text = "Note [[x]]: 157 responses"
+    report = responses.check(text)
+    assert [(v.rule, v.span) for v in report.violations] == [(REF, (5, 10)), (OP, (12, 25))]
+    assert text[12:25] == "157 responses"
+
+
+def test_the_report_holds_the_text_and_what_was_found(releases: dict[str, Release]) -> None:
+    text = "About 160 responses; 4.9 stars; week 47."
+    report = Guard(releases).check(text)
+    assert (report.text, report.language) == (text, "en")
+    assert [m.text for m in report.mentions] == ["About 160 responses", "4.9 stars", "47"]
+    assert report.matches == ("responses", "mean_rating", None)
+    assert [v.rule for v in report.violations] == [OUT] and report.warnings == ()
+    assert Guard(releases).check("共157条反馈").language == "zh"
+
+
+# ----------------------------------------------------------------------------- options
+@pytest.mark.parametrize("tolerance", [0.0, 0.5, 3.0, 1e6])
+def test_any_finite_tolerance_from_zero_is_accepted(tolerance: float) -> None:
+    Guard([], match_tolerance=tolerance)
+
+
+@pytest.mark.parametrize("tolerance", [-1.0, -1e-9, float("inf"), float("nan"), -float("inf")])
+def test_other_tolerances_are_refused(tolerance: float) -> None:
+    with pytest.raises(GuardError, match=r"^match_tolerance must be finite and ≥ 0, got "):
+        Guard([], match_tolerance=tolerance)
+
+
+def test_bad_options_and_input_say_what_is_wrong() -> None:
+    with pytest.raises(GuardError, match="^unsupported must be 'violation' or 'warning', got 'x'$"):
+        Guard([], unsupported="x")
+    with pytest.raises(GuardError, match="^language must be 'en', 'zh' or 'auto', got 'fr'$"):
+        Guard([]).check("157", language="fr")
+    with pytest.raises(GuardError, match="^the guard checks text, got int$"):
+        Guard([]).check(157)  # type: ignore[arg-type]
