@@ -88,7 +88,14 @@ def test_an_owner_process_that_died_is_gone_while_its_lease_runs() -> None:
 
 def test_a_living_owner_process_is_not_gone() -> None:
     assert _rows.owner_gone(f"{HOST}:{os.getpid()}:1:t", LIVE, NOW) is False
-    assert _rows.owner_gone(f"{HOST}:{os.getppid()}:1:t", LIVE, NOW) is False
+    # Another live process: a child of ours (never a process we did not start, such as
+    # our parent — a faulty probe might signal it).
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        assert _rows.owner_gone(f"{HOST}:{child.pid}:1:t", LIVE, NOW) is False
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_an_owner_that_looks_alive_is_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
