@@ -325,7 +325,8 @@ def test_a_count_below_its_small_threshold_is_stated_as_fewer_than() -> None:
     assert below.check("Only 2.0 responses.").violations[0].allowed == "fewer than 5 responses"
     assert below.check("仅2.0条反馈").violations[0].allowed == "少于5条"
     at = Guard({"c": make_release("c", 2.0, 0.0, 5.0, unit="responses")})
-    assert at.check("Only 2.0 responses.").violations[0].allowed == "about 2 responses"
+    [v] = at.check("Only 2.0 responses.").violations
+    assert (v.allowed, v.allowed_range) == ("about 2 responses", "0–5 responses")
     assert at.check("仅2.0条反馈").violations[0].allowed == "约2条"
 
 
@@ -509,3 +510,19 @@ def test_bad_options_and_input_say_what_is_wrong() -> None:
         Guard([]).check("157", language="fr")
     with pytest.raises(GuardError, match="^the guard checks text, got int$"):
         Guard([]).check(157)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "text"),
+    [
+        (1.85, 2.15, "It took 2.2 hours."),  # 2.2 − 0.05 is 2.1500000000000004 in floats
+        (2.35, 2.65, "It took 2.3 hours."),  # 2.3 + 0.05 is 2.3499999999999996
+        (10000.35, 10000.65, "It took 10000.7 hours."),  # 1.8e-12 over, at 10⁴
+        (10001.45, 10001.75, "It took 10001.4 hours."),
+    ],
+)
+def test_a_figure_reaching_exactly_to_the_band_overlaps_it(lo: float, hi: float, text: str) -> None:
+    """Float rounding of value ± step/2 does not push a touching figure out of the band."""
+    guard = Guard({"m": make_release("m", (lo + hi) / 2, lo, hi, kind="mean", unit="hours")})
+    report = guard.check(text)
+    assert report.ok and report.matches == ("m",)
