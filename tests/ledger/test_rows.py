@@ -365,9 +365,11 @@ def test_a_zcdp_release_charged_as_pure_is_refused() -> None:
     assert isinstance(info.value.__cause__, InvalidPrivacyParameter)
 
 
-@pytest.mark.parametrize("thing", [None, "release", {"values": [1]}])
-def test_only_a_release_can_be_stored(thing: object) -> None:
-    with pytest.raises(InvalidPrivacyParameter, match="store\\(\\) takes a Release, got "):
+@pytest.mark.parametrize(
+    ("thing", "kind"), [(None, "NoneType"), ("release", "str"), ({"values": [1]}, "dict")]
+)
+def test_only_a_release_can_be_stored(thing: object, kind: str) -> None:
+    with pytest.raises(InvalidPrivacyParameter, match=rf"^store\(\) takes a Release, got {kind}$"):
         _rows.check_release_cost(thing, Cost.pure(1.0))  # type: ignore[arg-type]
 
 
@@ -384,6 +386,16 @@ def test_exceeded_names_the_pool_window_cap_and_amounts() -> None:
     assert (error.pool, error.window, error.requested, error.remaining) == (
         "alice", WEEK, 0.25, 0.125,
     )  # fmt: skip
+
+
+def test_exceeded_shows_six_significant_digits_of_the_amounts() -> None:
+    spec = pure_pool("p", 5.0)
+    error = _rows.exceeded(
+        spec, kind="window", window=WEEK, requested=1_000_006, remaining=2_000_007
+    )
+    assert "cannot take ε = 1.00001 in window" in str(error)
+    assert "its window cap leaves ε = 2.00001. " in str(error)
+    assert (error.requested, error.remaining) == (1.000006, 2.000007)
 
 
 def test_exceeded_in_rho_for_a_lifetime_cap() -> None:

@@ -41,6 +41,8 @@ PURE, ZCDP = Measure.PURE, Measure.ZCDP
 def test_plain_pool_names_are_accepted(name: str) -> None:
     spec = PoolSpec(name, PURE, 0, parent="p-1.x", reserve="r_2")
     assert spec.name == name
+    spec = PoolSpec(name, PURE, 0, parent="Team-A.1", reserve="Spare_" + "Z" * 58)
+    assert (spec.parent, spec.reserve) == ("Team-A.1", "Spare_" + "Z" * 58)
 
 
 @pytest.mark.parametrize("name", ["", None, "x" * 65, "a b", "a/b", "é", "a\n", "池"])
