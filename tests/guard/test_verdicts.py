@@ -394,6 +394,27 @@ def test_a_figure_inside_a_band_beats_a_nearer_unit_outside_it() -> None:
     assert guard.check("It happened 48 times.").matches == ("A",)
 
 
+def test_inside_a_band_comes_before_a_better_unit_even_when_it_is_too_fine() -> None:
+    guard = Guard(
+        {
+            "A": make_release("A", 50.0, 46.0, 54.0, unit="responses"),
+            "B": make_release("B", 40.0, 20.0, 60.0),  # holds 42, but only to the ten
+        }
+    )
+    report = guard.check("It happened 42 times.")
+    assert [(v.rule, v.release) for v in report.violations] == [(OP, "B")]
+
+
+def test_among_bands_holding_the_figure_the_better_unit_is_matched() -> None:
+    guard = Guard(
+        {
+            "B": make_release("B", 44.0, 38.0, 50.0),  # no unit
+            "A": make_release("A", 50.0, 46.0, 54.0, unit="responses"),  # "times" is near
+        }
+    )
+    assert guard.check("It happened 48 times.").matches == ("A",)
+
+
 def test_two_bands_holding_the_figure_the_first_is_matched() -> None:
     guard = Guard({"a": make_release("a", 150.0, 100.0, 200.0), "b": make_release("b", 146.0, 140.0, 152.0)})  # fmt: skip
     assert guard.check("It was 150.").matches == ("a",)  # 145–155 reaches past b's top
