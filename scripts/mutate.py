@@ -73,6 +73,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "tests/guard/test_unsupported_threshold.py",
             "tests/guard/test_terms.py",
             "tests/guard/test_heldout.py",
+            "tests/guard/test_verdicts.py",
         ],
     ),
     "validators": (["dpllm/redact/recognizers_zh.py"], ["tests/redact/test_recognizers_zh.py"]),

@@ -547,3 +547,40 @@ def test_a_figure_reaching_exactly_to_the_band_overlaps_it(lo: float, hi: float,
     guard = Guard({"m": make_release("m", (lo + hi) / 2, lo, hi, kind="mean", unit="hours")})
     report = guard.check(text)
     assert report.ok and report.matches == ("m",)
+
+
+# ----------------------------------------------------------------------------- names
+def _termed(name: str, value: float, lo: float, hi: float, term: str = "", **kw: object) -> Release:
+    terms = (("en", term),) if term else ()
+    return Release(
+        name=name, values=(value,), intervals=((lo, hi),), mechanism="discrete_laplace",
+        noise_scale=1.0, cost=make_release("x", 1, 0, 2).cost, fingerprint=f"fp-{name}",
+        seeded=True, terms=terms, **kw,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+TOPICS = Guard([_termed("labs", 41.0, 31.0, 51.0, "labs"), _termed("refund", 40.0, 30.0, 50.0, "refund topic")])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "In 2026-W47 the refund topic came up about 40 times.",  # a constant at the start
+        "On 2026-11-20, the refund topic came up about 40 times.",  # ... and further in
+    ],
+)
+def test_a_public_constant_does_not_move_the_names_after_it(text: str) -> None:
+    report = TOPICS.check(text)
+    assert report.ok and report.matches[-1] == "refund"
+
+
+def test_a_name_earlier_in_the_sentence_still_names_a_figure_with_a_unit() -> None:
+    """'responses' after the figure names that release too; the refund topic holds 40."""
+    guard = Guard(
+        [
+            _termed("refund", 40.0, 30.0, 50.0, "refund topic"),
+            _termed("responses", 160.0, 150.0, 170.0, unit="responses"),
+        ]
+    )
+    report = guard.check("As for the refund topic, about 40 responses.")
+    assert report.ok and report.matches == ("refund",)
