@@ -16,7 +16,7 @@ Usage::
 
     python scripts/mutate.py              # every group
     python scripts/mutate.py auth guard   # some groups
-    MUTATE_CHILDREN=1 python scripts/mutate.py ledger   # one mutant at a time (a shared machine)
+    MUTATE_CHILDREN=1 python scripts/mutate.py queries   # one mutant at a time
 """
 
 from __future__ import annotations
@@ -125,6 +125,7 @@ def run_group(name: str) -> dict[str, object]:
     mutmut = [sys.executable, "-m", "mutmut"]
     env = {**os.environ, "PYTHONPATH": str(work)}
     started = time.monotonic()
+    # MUTATE_CHILDREN: mutants run at once (default: one per core); 1 on a shared machine.
     children = os.environ.get("MUTATE_CHILDREN") or str(os.cpu_count() or 2)
     subprocess.run([*mutmut, "run", "--max-children", children], cwd=work, env=env)
     listing = subprocess.run(
