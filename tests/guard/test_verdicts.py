@@ -570,3 +570,27 @@ def test_a_name_earlier_in_the_sentence_still_names_a_figure_with_a_unit() -> No
     )
     report = guard.check("As for the refund topic, about 40 responses.")
     assert report.ok and report.matches == ("refund",)
+
+
+def test_a_figure_broken_across_lines_takes_the_language_of_its_first_line(
+    releases: dict[str, Release],
+) -> None:
+    report = Guard(releases).check("好评率62.4\n% of users liked it")
+    [v] = report.violations
+    assert (v.mention, v.rule) == ("62.4\n%", OP)
+    assert v.message.startswith("“62.4\n%”比positive_share的误差范围允许的更精确")
+    [w] = Guard(releases).check("共157\nresponses came in.").violations
+    assert w.allowed == "约160 responses"
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "text"),
+    [
+        (0.5, 123456789.35, "The total was 123456789.4."),  # 1.5e-8 over the top in floats
+        (-123456789.85, -0.5, "The change was -123456789.9."),  # ... under the bottom
+    ],
+)
+def test_the_rounding_allowance_scales_with_either_edge(lo: float, hi: float, text: str) -> None:
+    """Far from 0 a float's rounding grows: the far edge's size sets the allowance."""
+    guard = Guard({"m": make_release("m", (lo + hi) / 2, lo, hi, kind="sum")})
+    assert [v.rule for v in guard.check(text).violations] == [OP]  # too fine, not outside
