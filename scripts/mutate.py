@@ -79,6 +79,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "tests/guard/test_terms.py",
             "tests/guard/test_heldout.py",
             "tests/guard/test_verdicts.py",
+            "tests/guard/test_fit_cache.py",
         ],
     ),
     "validators": (
