@@ -152,12 +152,12 @@ def english_numbers(text: str) -> list[WordNumber]:
             step: Decimal | None = Decimal(10) ** -len(digits) * mag
         else:
             number = Decimal(value) * mag
-            step = _int_step(int(number))
+            step = int_step(int(number))
         if m.group("dozen"):
             number *= 12
             step = Decimal(1) if number else None
         if m.group("mag") and not frac and words is not None and mag > 1:
-            step = _int_step(int(number))
+            step = int_step(int(number))
         out.append(WordNumber(m.start(), m.end(), number, step))
     if mixed:
         out.extend(mixed)
@@ -215,14 +215,24 @@ def _mixed_fractions(text: str) -> list[WordNumber]:
     return out
 
 
-def _int_step(value: int) -> Decimal | None:
+def int_step(value: int) -> Decimal | None:
+    """The place value of an integer's last non-zero digit (``1600`` → 100); ``None`` for 0."""
     if value == 0:
         return None
     zeros = 0
     while value % 10 == 0:
         value //= 10
         zeros += 1
-    return Decimal(10) ** zeros
+    return pow10(zeros)
+
+
+# Powers of ten as Decimals, built once.
+_POW10 = {k: Decimal(10) ** k for k in range(-30, 30)}
+
+
+def pow10(k: int) -> Decimal:
+    """``Decimal(10) ** k``, from a table for the usual exponents."""
+    return _POW10.get(k) or Decimal(10) ** k
 
 
 _DENOMINATORS = {

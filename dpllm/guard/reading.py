@@ -18,7 +18,9 @@ from dpllm.guard.numerals import (
     english_fractions,
     english_numbers,
     fraction_step,
+    int_step,
     parse_zh_int,
+    pow10,
 )
 
 __all__ = ["ascii_lower", "normalise", "text_language"]
@@ -66,14 +68,6 @@ _CJK = re.compile(r"[\u4e00-\u9fff]")
 _TIME_AFTER = re.compile(
     r"\s*(?:days?|weeks?|months?|years?|hours?|hrs?|minutes?|mins?|seconds?|secs?)\b"
 )
-
-# Powers of ten as Decimals, built once.
-_POW10 = {k: Decimal(10) ** k for k in range(-30, 30)}
-
-
-def _pow10(k: int) -> Decimal:
-    return _POW10.get(k) or Decimal(10) ** k
-
 
 _DROP_SEPARATORS = {ord(c): None for c in ", \u00a0\u202f\u2009"}
 
@@ -159,16 +153,6 @@ def _raw(
     )  # fmt: skip
 
 
-def _step_of_int(value: int) -> Decimal | None:
-    if value == 0:
-        return None
-    zeros = 0
-    while value % 10 == 0:
-        value //= 10
-        zeros += 1
-    return _pow10(zeros)
-
-
 def _zh_stops(text: str) -> set[int]:
     """Every position some stop word covers, found in one pass.
 
@@ -195,7 +179,7 @@ def _read_digits(digits: str, frac: str | None) -> tuple[Decimal, Decimal | None
     """The value and stated step of a digit run (remembered: texts repeat their figures)."""
     int_text = digits.translate(_DROP_SEPARATORS)
     value = Decimal(f"{int_text}.{frac}" if frac else int_text)
-    step = _pow10(-len(frac)) if frac else _step_of_int(int(int_text))
+    step = pow10(-len(frac)) if frac else int_step(int(int_text))
     if len(_DIGITS_READ) >= 4096:
         _DIGITS_READ.clear()
     _DIGITS_READ[digits, frac] = (value, step)
@@ -220,7 +204,7 @@ def _arabic(norm: str) -> list[_Draft]:
             value *= factor
             step = None if step is None else step * factor
             if frac == "" and step is not None:
-                step = _step_of_int(int(value))
+                step = int_step(int(value))
             end = mag.end()
         start = m.start()
         prefix = norm[max(0, start - 4) : start]
@@ -244,7 +228,7 @@ def _read_numeral(chars: str, int_part: str, frac: str) -> tuple[Decimal, Decima
         frac_digits = "".join(str("零一二三四五六七八九".find(c) if c != "〇" else 0) for c in frac)
         if not (frac and "-1" in frac_digits):
             value = Decimal(f"{parsed}.{frac_digits}") if frac else Decimal(parsed)
-            read = (value, _pow10(-len(frac)) if frac else _step_of_int(parsed))
+            read = (value, pow10(-len(frac)) if frac else int_step(parsed))
     if len(_NUMERALS_READ) >= 4096:
         _NUMERALS_READ.clear()
     _NUMERALS_READ[chars] = read
