@@ -71,7 +71,10 @@ class TomlReader:
         value = self.get(key, (int, float), default)
         if value is None:
             return None
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:  # an integer beyond any float: 1 followed by 400 zeros
+            raise self.error(key, "is too large") from None
         if not math.isfinite(value):
             raise self.error(key, f"must be finite, got {value!r}")
         if positive and value <= 0:

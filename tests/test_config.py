@@ -150,3 +150,12 @@ def test_default_plan_matches_the_statistics_catalogue() -> None:
 
     assert dict(DEFAULT_PLAN) == {k: v for k, v in DEFAULT_EPSILONS.items() if k in DEFAULT_PLAN}
     assert set(DEFAULT_PLAN) == set(DEFAULT_EPSILONS)
+
+
+@pytest.mark.parametrize("key", ["window_cap", "delta_window_cap"])
+def test_an_integer_beyond_any_float_is_a_config_error(key: str) -> None:
+    text = f'[[pools]]\nname = "p"\nwindow_cap = 1\n{key} = 1{"0" * 400}\n'
+    if key == "window_cap":
+        text = f'[[pools]]\nname = "p"\nwindow_cap = 1{"0" * 400}\n'
+    with pytest.raises(ConfigError, match="too large"):
+        Settings.parse(text)

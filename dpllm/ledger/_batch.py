@@ -120,6 +120,8 @@ def charging_many(
 ) -> Iterator[list[SQLCharge]]:
     """See :meth:`~dpllm.ledger._sql_ledger.SQLLedger.charging_many`."""
     checked = [replace(r, window=_rows.check_request(**_checked(r))) for r in requests]
+    for r in checked:  # a bad δ is refused before anything is charged, on either path
+        to_delta_units(r.delta)
     if len({r.query_id for r in checked}) != len(checked):
         raise InvalidPrivacyParameter("a batch of charges needs distinct query ids")
     order = sorted(range(len(checked)), key=lambda i: checked[i].query_id)
@@ -141,6 +143,7 @@ def store_many(ledger: SQLLedger, pairs: Sequence[tuple[SQLCharge, Release]]) ->
         if charge.cached is not None or charge._stored:
             raise LedgerError(f"a release is already stored for query id {charge.query_id!r}")
         _rows.check_release_cost(release, charge._cost)
+        _rows.check_release_delta(release, charge._delta)
         ledger.check_seeded(release)
     stored: list[bool] = []
     with ledger._tx() as conn:

@@ -142,3 +142,30 @@ def test_a_batch_charges_delta_against_the_delta_caps(ledger: Any) -> None:
             pytest.fail("the batch must not be entered")  # pragma: no cover
     assert [ledger.balance("p", w).spent for w in WEEKS] == [400_000] * 3
     assert [ledger.balance("p", w).delta_spent for w in WEEKS] == [to_delta_units(6e-7)] * 3
+
+
+def test_a_batch_store_refuses_a_release_claiming_more_delta_than_charged(ledger: Any) -> None:
+    """As one-by-one ``store()``: the δ a stored release claims was charged for it."""
+    import dataclasses
+
+    ledger.ensure_pool(pure_pool("p", 5.0))
+    with ledger.charging_many([ChargeRequest("b", "p", WEEKS[0], EPS)]) as charges:
+        charges[0].data_read()
+        release = dataclasses.replace(make_release("b", EPS), delta=1e-3)
+        with pytest.raises(InvalidPrivacyParameter):
+            ledger.store_many([(charges[0], release)])
+    assert ledger.get_release("b") is None
+
+
+@pytest.mark.parametrize("delta", [float("nan"), -1e-9, 2.0])
+def test_a_bad_delta_in_a_batch_is_refused_before_any_charge(ledger: Any, delta: float) -> None:
+    ledger.ensure_pool(pure_pool("p", 5.0))
+    requests = [
+        ChargeRequest("a", "p", WEEKS[0], EPS),
+        ChargeRequest("z", "p", WEEKS[0], EPS, delta=delta),
+    ]
+    with pytest.raises(InvalidPrivacyParameter):
+        with ledger.charging_many(requests):
+            pytest.fail("the batch must not be entered")  # pragma: no cover
+    assert ledger.balance("p", WEEKS[0]).spent == 0
+    assert audit_count(ledger, "charge", "a") == 0
