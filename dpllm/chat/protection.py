@@ -198,7 +198,7 @@ class Protection:
     @property
     def offload(self) -> bool:
         """Whether redaction is heavy enough to run off an event loop."""
-        return not isinstance(self.redactor, NoRedaction)
+        return type(self.redactor) is not NoRedaction  # a subclass may redact after all
 
     def begin(self, messages: Sequence[Mapping[str, Any]], releases: Any = UNSET) -> CallState:
         """Prepare one call: protect its messages, build its guard.
