@@ -247,3 +247,15 @@ def test_a_pool_takes_delta_caps_of_0_and_none() -> None:
     spec = PoolSpec("p", Measure.PURE, 1_000, delta_window_cap=0, delta_lifetime_cap=0)
     assert (spec.delta_window_cap, spec.delta_lifetime_cap) == (0, 0)
     assert PoolSpec("p", Measure.PURE, 1_000, delta_lifetime_cap=None).delta_lifetime_cap is None
+
+
+def test_a_pool_cap_may_reach_the_largest_amount_but_not_pass_it() -> None:
+    from dpllm.release import MAX_AMOUNT, MICRO
+
+    top = MAX_AMOUNT * MICRO
+    assert PoolSpec("p", Measure.PURE, top, lifetime_cap=top).window_cap == top
+    for kwargs in ({"window_cap": top + 1}, {"window_cap": 0, "lifetime_cap": top + 1}):
+        with pytest.raises(ConfigError) as info:
+            PoolSpec("p", Measure.PURE, **kwargs)  # type: ignore[arg-type]
+        assert info.value.field == "pools"
+        assert str(info.value) == "[pools] pool 'p': a cap is too large (at most 1e+09 ε or ρ)"
