@@ -68,6 +68,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "tests/ledger/test_rows.py",
             "tests/ledger/test_semantics.py",
             "tests/ledger/test_delta.py",
+            "tests/ledger/test_delta_units.py",
         ],
     ),
     "auth": (["dpllm/server/auth.py"], ["tests/server/test_auth_tokens.py"]),
