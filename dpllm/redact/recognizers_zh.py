@@ -356,4 +356,4 @@ class AsciiEmailRecognizer(_Recognizer):
         self._has_suffix = has_suffix
 
     def _check(self, pattern_text: str) -> bool | None:
-        return self._has_suffix(pattern_text.rsplit("@", 1)[-1])
+        return self._has_suffix(pattern_text.partition("@")[2])  # the pattern admits one @
