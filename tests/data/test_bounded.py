@@ -359,3 +359,20 @@ def test_the_packed_field_width_is_checked() -> None:
             packed.summaries(COLUMNS, Dialect.DUCKDB, Statement("t"), span, plan, bits=bits)
     with pytest.raises(ValueError, match="DuckDB"):
         packed.summaries(COLUMNS, Dialect.SQLITE, Statement("t"), span, plan)
+
+
+def test_a_week_without_a_rating_in_range_sums_to_zero_not_null(tmp_path: Path) -> None:
+    """A week whose users left no rating in range: the weighted (packed) counts of users
+    with a rating are 0, as in the plain statement, never NULL (which no reader takes)."""
+    recs = [
+        Rec(f"u{i}", None, "no rating", MONDAY + dt.timedelta(days=i % 7), None) for i in range(6)
+    ]
+    recs += [Rec("u0", 4.0, "rated", MONDAY + dt.timedelta(weeks=1), None)]
+    duck = DuckDBEngine(write_parquet(tmp_path / "f.parquet", recs))
+    lite = SQLiteEngine(write_sqlite(tmp_path / "f.db", recs))
+    windows = [WEEK, "2026-W48"]
+    for plan in PLANS[:2]:
+        want = _summary_rows(lite, plan, windows)
+        for bits in (1, 3, None):
+            assert _summary_rows(duck, plan, windows, bits) == want
+        assert want[0][0] == 6 and 0 in want[0]  # six users, none with a rating

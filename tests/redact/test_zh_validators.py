@@ -21,6 +21,7 @@ from dpllm.redact.recognizers_zh import (
     GluedIpRecognizer,
     _Recognizer,
     luhn_ok,
+    normalize_width,
     resident_id_ok,
 )
 
@@ -258,3 +259,16 @@ def test_every_recognizer_has_its_own_name_per_language() -> None:
 def test_passports_are_upper_case() -> None:
     rec = CnPassportRecognizer()
     assert rec.analyze("护照e12345678", entities=["CN_PASSPORT"]) == []
+
+
+def test_normalize_width_gives_a_plain_str_even_for_a_str_subclass() -> None:
+    """spaCy refuses str subclasses: the text handed on is always a plain ``str``."""
+
+    class Marked(str):
+        pass
+
+    for text in ("plain ascii", "全角１２３"):
+        out = normalize_width(Marked(text))
+        assert type(out) is str
+    assert normalize_width(Marked("plain ascii")) == "plain ascii"
+    assert normalize_width("全角１２３") == "全角123"
