@@ -37,7 +37,7 @@ import enum
 import re
 from dataclasses import dataclass
 
-from dpllm.errors import InvalidWindow, WindowNotReady
+from dpllm.errors import DataError, InvalidWindow, WindowNotReady
 
 __all__ = [
     "MAX_YEAR",
@@ -212,7 +212,10 @@ class Window:
 
         Raises:
             WindowNotReady: a future window, or the current one without ``allow_incomplete``.
+            DataError: ``today`` is not a ``datetime.date``.
         """
+        if not isinstance(today, dt.date):
+            raise DataError(f"today must be a datetime.date (UTC), got {today!r}")
         state = self.readiness(today)
         if state is Readiness.FUTURE:
             raise WindowNotReady(

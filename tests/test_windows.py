@@ -207,3 +207,9 @@ def test_every_spelling_of_a_data_week_maps_to_one_ledger_window(
     # …and the window covers exactly the data week's seven days.
     assert Window.of(week.first_day) == Window.of(week.last_day) == week
     assert Window.of(week.end) == week.shift(1)
+
+
+@pytest.mark.parametrize("today", ["2026-12-01", 20261201, None])
+def test_require_ready_refuses_a_today_that_is_not_a_date(today: object) -> None:
+    with pytest.raises(DataError, match="today must be a datetime.date"):
+        Window.parse("2026-W47").require_ready(today)  # type: ignore[arg-type]
