@@ -119,14 +119,17 @@ def write_duckdb(path: Path, recs: Sequence[Rec]) -> Path:
     return path
 
 
-def write_pg(dsn: str, recs: Sequence[Rec]) -> str:
+def write_pg(dsn: str, recs: Sequence[Rec], *, text_collation: str | None = None) -> str:
+    """``recs`` as table ``feedback``; ``text_collation`` (e.g. ``"en-US-x-icu"``) gives the
+    text column a locale's order instead of the database default."""
     import psycopg
 
+    collate = f' COLLATE "{text_collation}"' if text_collation else ""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS feedback")
         conn.execute(
-            "CREATE TABLE feedback (user_id TEXT, rating DOUBLE PRECISION, text TEXT, "
-            "ts TIMESTAMPTZ, course TEXT)"
+            "CREATE TABLE feedback (user_id TEXT, rating DOUBLE PRECISION, "
+            f"text TEXT{collate}, ts TIMESTAMPTZ, course TEXT)"
         )
         with (
             conn.cursor() as cur,

@@ -376,3 +376,33 @@ def test_a_week_without_a_rating_in_range_sums_to_zero_not_null(tmp_path: Path) 
         for bits in (1, 3, None):
             assert _summary_rows(duck, plan, windows, bits) == want
         assert want[0][0] == 6 and 0 in want[0]  # six users, none with a rating
+
+
+@pytest.mark.postgres
+def test_tied_texts_are_chosen_by_their_bytes_under_a_locale_collation(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    """The latest texts of a user, ties broken by the text's bytes — also on a PostgreSQL
+    column whose collation is a locale's (ICU en-US puts "exam" before "Video"; the bytes
+    put "Video" first), so the topics chosen are the same on every engine."""
+    import psycopg
+
+    from dpllm.data.engines import PostgresEngine
+    from tests.data._helpers import write_pg
+
+    same = MONDAY + dt.timedelta(days=2)
+    recs = [Rec("tie", 4.0, text, same, None) for text in ("exam was hard", "Video was good")]
+    recs += [Rec(f"u{i}", 3.0, "pace is fine", same, None) for i in range(3)]
+    q = TopicCounts(epsilon=1.0, max_texts=1, max_topics=2)
+    dsn = write_pg(pg_dsn, recs, text_collation="en-US-x-icu")
+    with psycopg.connect(dsn) as conn:  # the column really sorts by the locale here
+        first = conn.execute("SELECT text FROM feedback WHERE user_id = 'tie' ORDER BY text")
+        assert first.fetchone() == ("exam was hard",)
+    lite = SQLiteEngine(write_sqlite(tmp_path / "f.db", recs))
+    with PostgresEngine(dsn) as pg:
+        got = measure_windows([q], _scope(pg), [WEEK])
+    want = measure_windows([q], _scope(lite), [WEEK])
+    assert {k: v.values for k, v in got.items()} == {k: v.values for k, v in want.items()}
+    assert want[(0, WEEK)].values == reference_topics(
+        recs, WEEK, DEFAULT_VOCABULARY, max_texts=1, max_topics=2
+    )
