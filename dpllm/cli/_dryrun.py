@@ -17,12 +17,21 @@ from dpllm.cli._common import EXIT_BUDGET, EXIT_ERROR, print_json
 
 if TYPE_CHECKING:
     from dpllm.config import Settings
+    from dpllm.data.queries import Query
     from dpllm.release import Cost
     from dpllm.weekly.dryrun import DryRun
     from dpllm.weekly.job import WeeklyJob
     from dpllm.windows import Window
 
-__all__ = ["TREND_QUERIES", "dry_run_of", "print_dry_run", "run_dry", "trend_to_pay", "trend_weeks"]
+__all__ = [
+    "TREND_QUERIES",
+    "dry_run_of",
+    "print_dry_run",
+    "run_dry",
+    "trend_plan",
+    "trend_to_pay",
+    "trend_weeks",
+]
 
 TREND_QUERIES = ("mean_rating", "feedback_count")
 """What the demo also releases for the weeks before the report week (the trend chart)."""
@@ -31,7 +40,6 @@ TREND_QUERIES = ("mean_rating", "feedback_count")
 def dry_run_of(job: WeeklyJob, week: Window | str) -> tuple[DryRun, int]:
     """The dry run of ``job`` for ``week``, expected intervals from a public guess."""
     from dpllm.assess.planning import Population, expected_exact, predicted_half_width
-    from dpllm.data.queries import Query
     from dpllm.weekly.dryrun import dry_run
 
     population = Population()
@@ -72,11 +80,18 @@ def trend_weeks(week: Window) -> tuple[Window, ...]:
     return week.previous(8)[:-1]
 
 
+def trend_plan(job: WeeklyJob) -> dict[str, Query]:
+    """The plan's queries the demo also releases for the trend weeks."""
+    return {n: job.plan[n] for n in TREND_QUERIES if n in job.plan}
+
+
 def trend_to_pay(job: WeeklyJob, week: Window) -> dict[str, Cost]:
     """What the demo's trend releases would charge, by week (weeks with nothing new left out)."""
     from dpllm.release import Cost
 
-    trend = {n: job.plan[n] for n in TREND_QUERIES if n in job.plan}
+    trend = trend_plan(job)
+    if not trend:
+        return {}
     measure = next(iter(trend.values())).cost.measure
     out: dict[str, Cost] = {}
     for earlier in trend_weeks(week):

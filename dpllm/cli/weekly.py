@@ -57,7 +57,7 @@ from dpllm.cli._common import (
     print_json,
     terminate_as_interrupt,
 )
-from dpllm.cli._dryrun import TREND_QUERIES, dry_run_of, run_dry, trend_weeks
+from dpllm.cli._dryrun import dry_run_of, run_dry, trend_plan, trend_weeks
 
 if TYPE_CHECKING:
     from dpllm.config import Settings
@@ -397,7 +397,7 @@ def _run(
                     # The demo also releases the trend figures of the weeks before, so the
                     # trend chart has points (each week charged once, to its own window).
                     step("trend weeks")
-                    trend = {n: job.plan[n] for n in TREND_QUERIES if n in job.plan}
+                    trend = trend_plan(job)
                     earlier = [w.key for w in trend_weeks(week)]
                     job.release_weeks(earlier, trend)  # one read for all
                 report = job.run(week, progress=step)

@@ -223,6 +223,13 @@ def _topic(text: str, start: int, end: int) -> bool:
     )
 
 
+def _surname_at(text: str, i: int, surnames: frozenset[str]) -> str | None:
+    """The surname ``text`` starts with at ``i`` (a compound one first), or ``None``."""
+    if text[i : i + 2] in COMPOUND_SURNAMES:
+        return text[i : i + 2]
+    return text[i] if text[i] in surnames else None
+
+
 def _cued(
     text: str,
     i: int,
@@ -241,11 +248,8 @@ def _cued(
     checked when a right cue follows (张伟和 is a name before 和, not 黎曼和).
     """
     n = len(text)
-    if text[i : i + 2] in COMPOUND_SURNAMES:
-        surname = text[i : i + 2]
-    elif text[i] in surnames:
-        surname = text[i]
-    else:
+    surname = _surname_at(text, i, surnames)
+    if surname is None:
         return None
     if len(surname) == 1 and _common_word(text[i : i + 2], tags, freq):
         return None
@@ -287,11 +291,8 @@ def _candidate(
 ) -> tuple[int, float] | None:
     """``(end, score)`` of a name starting at ``i``, or ``None``; ``first``: the token at ``i``."""
     n = len(text)
-    if text[i : i + 2] in COMPOUND_SURNAMES:
-        surname = text[i : i + 2]
-    elif text[i] in surnames:
-        surname = text[i]
-    else:
+    surname = _surname_at(text, i, surnames)
+    if surname is None:
         return None
     g = i + len(surname)
     size = 0

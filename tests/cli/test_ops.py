@@ -446,3 +446,18 @@ def test_a_demo_dry_run_prices_the_trend_weeks_too(
         job.release_weeks(stored, {n: job.plan[n] for n in TREND_QUERIES})
         after = trend_to_pay(job, week)
     assert set(after) == set(before) - set(stored)
+
+
+def test_a_plan_without_the_trend_queries_prices_no_trend_week(
+    tmp_path: Path, demo: tuple[Path, DemoData], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trend pricing reads only the plan's own trend queries: with none, nothing."""
+    import dpllm.cli._dryrun as dryrun
+    from dpllm.weekly.job import WeeklyJob
+    from dpllm.windows import Window
+    from tests.weekly.helpers import settings_for
+
+    monkeypatch.setattr(dryrun, "TREND_QUERIES", ("no_such_query",))
+    with WeeklyJob(settings_for(tmp_path, demo[0])) as job:
+        assert dryrun.trend_plan(job) == {}
+        assert dryrun.trend_to_pay(job, Window.parse(WEEK)) == {}
